@@ -1,0 +1,79 @@
+"""The ``clusterclip`` command: a thin layer over the Python API.
+
+Each sub-command lives in its own module ``clusterclip.cli.<name>`` that defines
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Modules
+import nothing heavy at import time, so ``clusterclip --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from clusterclip import __version__
+from clusterclip.errors import ClusterClipError
+
+#: Sub-command name -> module, in the order shown by ``--help``.
+COMMANDS = {
+    "run": "clusterclip.cli.run",
+    "demo": "clusterclip.cli.demo",
+    "embed": "clusterclip.cli.embed",
+    "cluster": "clusterclip.cli.cluster",
+    "schedule": "clusterclip.cli.schedule",
+    "report": "clusterclip.cli.report",
+    "inspect": "clusterclip.cli.inspect",
+    "export": "clusterclip.cli.export",
+    "experiment": "clusterclip.cli.experiment",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clusterclip",
+        description="ClusterClip Sampling: embed, cluster and schedule training documents "
+        "so that rare topics are seen more and no document repeats more than R times.",
+        epilog="Example: clusterclip demo    |    clusterclip run corpus.jsonl --workdir w "
+        "--n-clusters 100 --epochs 3",
+    )
+    parser.add_argument("--version", action="version", version=f"clusterclip {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name == module_name:  # sub-command not part of this build
+                continue
+            raise
+        sub = subparsers.add_parser(
+            name,
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.HELP),
+            epilog=getattr(module, "EXAMPLE", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``clusterclip`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except ClusterClipError as error:
+        print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"clusterclip {args.command}: interrupted; rerun to resume.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

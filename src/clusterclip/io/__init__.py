@@ -1,0 +1,1 @@
+"""Reading corpora and the work directory's array files."""

@@ -1,0 +1,98 @@
+"""A row-concatenated, memory-mapped view over ``.npy`` shards.
+
+The embed stage writes ``embeddings/part-NNNNN.npy`` (float16, one row per
+document, in index order). :class:`ShardedMatrix` presents them as one
+read-only ``(n_rows, dim)`` matrix without loading them into memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError
+
+__all__ = ["ShardedMatrix"]
+
+
+class ShardedMatrix:
+    """Read-only matrix made of ``.npy`` shards stacked by rows (memory-mapped).
+
+    Supports ``len``, ``shape``, ``dtype``, ``m[i]``, ``m[a:b]`` and
+    ``m[int_array]`` (returns an in-memory ``numpy.ndarray``), and
+    :meth:`iter_blocks`.
+
+    >>> m = ShardedMatrix(["embeddings/part-00000.npy", "embeddings/part-00001.npy"])  # doctest: +SKIP
+    >>> m[10:20].shape  # doctest: +SKIP
+    (10, 384)
+    """
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+        if not paths:
+            raise ClusterClipError("no embedding shards found. Run `clusterclip embed` first.")
+        self.paths = [Path(p) for p in paths]
+        self._parts = [np.load(p, mmap_mode="r") for p in self.paths]
+        dims = {part.shape[1:] for part in self._parts}
+        dtypes = {part.dtype for part in self._parts}
+        if len(dims) != 1 or len(dtypes) != 1 or self._parts[0].ndim != 2:
+            raise ClusterClipError(
+                f"embedding shards disagree on shape or dtype ({sorted(map(str, dims))}, "
+                f"{sorted(map(str, dtypes))}). Rerun `clusterclip embed --overwrite`."
+            )
+        self._offsets = np.cumsum([0] + [len(p) for p in self._parts])
+        self.dtype = self._parts[0].dtype
+        self.shape = (int(self._offsets[-1]), int(self._parts[0].shape[1]))
+
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike[str]) -> ShardedMatrix:
+        """All ``part-*.npy`` files of ``directory``, in name order."""
+        return cls(sorted(Path(directory).glob("part-*.npy")))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    def __getitem__(self, key: int | slice | np.ndarray) -> np.ndarray:
+        if isinstance(key, (int, np.integer)):
+            index = int(key) + (self.shape[0] if key < 0 else 0)
+            if not 0 <= index < self.shape[0]:
+                raise IndexError(f"row {key} out of range for {self.shape[0]} rows")
+            part = int(np.searchsorted(self._offsets, index, side="right") - 1)
+            return np.asarray(self._parts[part][index - self._offsets[part]])
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step != 1:
+                return self[np.arange(start, stop, step)]
+            return self._slice(start, stop)
+        rows = np.asarray(key)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        rows = rows.astype(np.int64, copy=False)
+        out = np.empty((len(rows), self.shape[1]), dtype=self.dtype)
+        parts = np.searchsorted(self._offsets, rows, side="right") - 1
+        for part in np.unique(parts):
+            mask = parts == part
+            out[mask] = self._parts[part][rows[mask] - self._offsets[part]]
+        return out
+
+    def _slice(self, start: int, stop: int) -> np.ndarray:
+        pieces = []
+        for part, array in enumerate(self._parts):
+            lo, hi = self._offsets[part], self._offsets[part + 1]
+            if hi <= start or lo >= stop:
+                continue
+            pieces.append(array[max(start, lo) - lo : min(stop, hi) - lo])
+        if not pieces:
+            return np.empty((0, self.shape[1]), dtype=self.dtype)
+        return np.concatenate(pieces) if len(pieces) > 1 else np.array(pieces[0])
+
+    def iter_blocks(self, block_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(start_row, block)`` pairs covering all rows in order."""
+        for start in range(0, self.shape[0], block_rows):
+            yield start, self._slice(start, min(start + block_rows, self.shape[0]))
