@@ -16,6 +16,8 @@ from clusterclip.errors import invalid, require_extra
 __all__ = [
     "EOS_TOKEN",
     "encode_documents",
+    "heldout_from_rest",
+    "long_tail_subset",
     "near_duplicate_mask",
     "pack_sequences",
     "stratified_split",
@@ -24,7 +26,56 @@ __all__ = [
 ]
 
 EOS_TOKEN = "<|endoftext|>"
-_SPLIT, _POOL = 0x5B17, 0x9001  # SeedSequence purposes
+_SPLIT, _POOL, _TAIL = 0x5B17, 0x9001, 0x7A11  # SeedSequence purposes
+
+
+def long_tail_subset(
+    labels: np.ndarray, *, n_docs: int, span: float, seed: int, min_size: int = 2
+) -> np.ndarray:
+    """Keep a subset whose cluster sizes decay geometrically over ``span`` (a long tail).
+
+    k-means makes clusters of similar size (a 10-20x range on the corpora here),
+    so the tail that ClusterClip is meant for barely exists. This subset keeps
+    the clusters and their documents but not their natural sizes: the cluster
+    of natural size rank ``r`` (0 = largest) keeps ``t0 * span ** (-r / (K - 1))``
+    random members (at most all of them, at least ``min_size``), with ``t0``
+    chosen so that about ``n_docs`` documents are kept in total. Sizes then
+    span ``span``, log-uniformly; the order of cluster sizes is the natural one.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (N,)
+        Which documents are kept. Negative labels are never kept.
+
+    Examples
+    --------
+    >>> labels = np.repeat(np.arange(4), 100)
+    >>> kept = long_tail_subset(labels, n_docs=120, span=20, seed=0)
+    >>> np.bincount(labels[kept]).tolist()
+    [77, 29, 10, 4]
+    """
+    if span < 1:
+        raise invalid("long_tail", "a size ratio >= 1", span)
+    labels = np.asarray(labels)
+    clusters, sizes = np.unique(labels[labels >= 0], return_counts=True)
+    ranked = clusters[np.argsort(-sizes, kind="stable")]
+    natural = dict(zip(clusters.tolist(), sizes.tolist(), strict=True))
+    shape = span ** (-np.arange(len(ranked)) / max(len(ranked) - 1, 1))
+
+    def kept_for(t0: float) -> np.ndarray:
+        wanted = np.maximum(min_size, np.round(t0 * shape)).astype(np.int64)
+        return np.minimum(wanted, [natural[c] for c in ranked.tolist()])
+
+    low, high = 0.0, float(max(sizes)) * span
+    for _ in range(60):  # bisection on t0: kept total is monotone in t0
+        middle = (low + high) / 2
+        low, high = (middle, high) if kept_for(middle).sum() < n_docs else (low, middle)
+    keep = np.zeros(len(labels), dtype=bool)
+    for cluster, count in zip(ranked.tolist(), kept_for(high).tolist(), strict=True):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, _TAIL, int(cluster)]))
+        members = np.flatnonzero(labels == cluster)
+        keep[rng.choice(members, size=count, replace=False)] = True
+    return keep
 
 
 def stratified_split(
@@ -68,6 +119,29 @@ def stratified_split(
     train_mask = labels >= 0
     train_mask[heldout_idx] = False
     return np.flatnonzero(train_mask).astype(np.int64), heldout_idx.astype(np.int64)
+
+
+def heldout_from_rest(
+    labels: np.ndarray, train_mask: np.ndarray, *, per_cluster: int, seed: int
+) -> np.ndarray:
+    """Held-out documents per cluster, drawn from the documents left out of training.
+
+    With a long-tailed training subset (:func:`long_tail_subset`) a rare cluster
+    keeps only a handful of training documents, too few to also hold some out.
+    Its other members were never trained on, so up to ``per_cluster`` of them
+    are drawn as that cluster's held-out text: every cluster that has training
+    documents gets about the same amount of held-out text (stratified).
+
+    >>> labels = np.array([0, 0, 0, 0, 1, 1, 1])
+    >>> heldout_from_rest(labels, np.array([1, 0, 0, 0, 1, 0, 0], bool), per_cluster=2, seed=0).size
+    4
+    """
+    heldout = []
+    for cluster in np.unique(labels[train_mask & (labels >= 0)]):
+        rest = np.flatnonzero((labels == cluster) & ~train_mask)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, _SPLIT, int(cluster)]))
+        heldout.append(rng.choice(rest, size=min(per_cluster, len(rest)), replace=False))
+    return np.sort(np.concatenate(heldout)).astype(np.int64) if heldout else np.zeros(0, np.int64)
 
 
 def stratified_subsample(

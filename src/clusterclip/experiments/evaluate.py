@@ -112,19 +112,28 @@ def loss_metrics(
     *,
     rare: np.ndarray,
     categories: Sequence[str] | None = None,
+    natural_weights: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Aggregate per-document losses into natural / macro / rare / category losses.
+
+    ``natural_weights`` (one per cluster id, e.g. the training tokens of each
+    cluster) turn ``natural`` into the per-cluster losses weighted by the
+    training mix, for held-out sets sampled evenly per cluster; without it,
+    ``natural`` is the loss over all held-out tokens.
 
     >>> loss_metrics(np.array([2.0, 4.0, 9.0]), np.array([1, 1, 3]), np.array([0, 0, 1]), rare=np.array([1]))
     {'natural': 3.0, 'macro': 3.0, 'rare': 3.0}
     """
     total = n_tokens.sum()
-    metrics = {"natural": float(loss_sum.sum() / max(total, 1))}
-    per_cluster = [
-        loss_sum[clusters == c].sum() / n_tokens[clusters == c].sum()
-        for c in np.unique(clusters)
-        if n_tokens[clusters == c].sum() > 0
-    ]
+    present = [c for c in np.unique(clusters) if n_tokens[clusters == c].sum() > 0]
+    per_cluster = np.array(
+        [loss_sum[clusters == c].sum() / n_tokens[clusters == c].sum() for c in present]
+    )
+    if natural_weights is None:
+        metrics = {"natural": float(loss_sum.sum() / max(total, 1))}
+    else:
+        weights = np.asarray(natural_weights, dtype=float)[present]
+        metrics = {"natural": float((per_cluster * weights).sum() / weights.sum())}
     metrics["macro"] = float(np.mean(per_cluster))
     in_rare = np.isin(clusters, rare)
     metrics["rare"] = float(loss_sum[in_rare].sum() / max(n_tokens[in_rare].sum(), 1))

@@ -63,6 +63,9 @@ class ExperimentConfig:
     data_seed: int = 0
     encoder: str = "sentence-transformers"
     n_clusters: int = 100
+    tail_docs: int | None = None
+    tail_span: float = 150.0
+    heldout_per_cluster: int = 12
     heldout_fraction: float = 0.1
     near_duplicate: float = 0.95
     vocab_size: int = 1024
@@ -93,9 +96,8 @@ class Policy:
     order: str = "online"
 
     def schedule_kwargs(self) -> dict:
-        kwargs = {"policy": self.policy, "order": self.order}
-        if self.max_repeats is not None:
-            kwargs["max_repeats"] = self.max_repeats
+        # max_repeats=None is passed explicitly: random passes and temperature are unclipped
+        kwargs = {"policy": self.policy, "order": self.order, "max_repeats": self.max_repeats}
         if self.alpha is not None:
             kwargs["alpha"] = self.alpha
         return kwargs
@@ -148,8 +150,9 @@ class Prepared:
     near_dup: np.ndarray  # held-out documents that near-duplicate a training document
     flat: np.ndarray
     offsets: np.ndarray
-    sizes: np.ndarray  # (K,) cluster sizes over all documents
+    sizes: np.ndarray  # (K,) training documents per cluster
     rare: np.ndarray  # ids of the rarest 25% of clusters
+    train_tokens: np.ndarray  # (K,) training tokens per cluster (natural-mix weights)
     tokenizer_path: Path
     summary: dict
 
@@ -159,7 +162,22 @@ class Prepared:
 
 
 def _prep_key(cfg: ExperimentConfig) -> dict:
-    keys = ["corpus", "text_field", "label_field", "max_docs", "data_seed", "encoder", "n_clusters", "heldout_fraction", "near_duplicate", "vocab_size", "max_doc_tokens"]
+    keys = [
+        "corpus",
+        "text_field",
+        "label_field",
+        "max_docs",
+        "data_seed",
+        "encoder",
+        "n_clusters",
+        "tail_docs",
+        "tail_span",
+        "heldout_per_cluster",
+        "heldout_fraction",
+        "near_duplicate",
+        "vocab_size",
+        "max_doc_tokens",
+    ]
     return {k: getattr(cfg, k) for k in keys}
 
 
@@ -190,24 +208,41 @@ def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
                 offsets=arrays["offsets"],
                 sizes=arrays["sizes"],
                 rare=arrays["rare"],
+                train_tokens=arrays["train_tokens"],
                 tokenizer_path=cache / "tokenizer.json",
                 summary=meta["summary"],
             )
     started = time.time()
     corpus_path = workdir / "corpus.jsonl"
     embed_entry = read_stage(workdir, "embed")
-    if embed_entry is None or not corpus_path.exists():
+    stale = embed_entry is None or embed_entry.get("config", {}).get("encoder") != cfg.encoder
+    if stale or not corpus_path.exists():
         corpus.write_jsonl(corpus_path)
         log(f"[prepare] embedding {len(corpus)} documents with {cfg.encoder}")
         from clusterclip.embed import embed
 
-        embed([str(corpus_path)], workdir=workdir, encoder=cfg.encoder, text_field="text")
+        embed(
+            [str(corpus_path)],
+            workdir=workdir,
+            encoder=cfg.encoder,
+            text_field="text",
+            overwrite=embed_entry is not None,
+        )
     cluster_entry = read_stage(workdir, "cluster")
-    if cluster_entry is None or cluster_entry.get("config", {}).get("n_clusters") != cfg.n_clusters:
+    if (
+        stale
+        or cluster_entry is None
+        or cluster_entry.get("config", {}).get("n_clusters") != cfg.n_clusters
+    ):
         log(f"[prepare] clustering into k={cfg.n_clusters}")
         from clusterclip.cluster import cluster
 
-        cluster(workdir, n_clusters=cfg.n_clusters, seed=cfg.data_seed)
+        cluster(
+            workdir,
+            n_clusters=cfg.n_clusters,
+            seed=cfg.data_seed,
+            overwrite=cluster_entry is not None,
+        )
     pq = require_extra("pyarrow.parquet", "io")
     clusters = pq.read_table(workdir / "clusters.parquet").to_pydict()
     labels = np.full(len(corpus), -1, dtype=np.int64)
@@ -217,9 +252,21 @@ def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
             f"{workdir}/clusters.parquet has {len(clusters['index'])} rows but the corpus has "
             f"{len(corpus)} documents. Use a fresh --workdir for this corpus."
         )
-    train, heldout = data.stratified_split(
-        labels, heldout_fraction=cfg.heldout_fraction, seed=cfg.data_seed
-    )
+    natural_sizes = np.bincount(labels[labels >= 0])
+    if cfg.tail_docs is None:
+        train, heldout = data.stratified_split(
+            labels, heldout_fraction=cfg.heldout_fraction, seed=cfg.data_seed
+        )
+    else:
+        keep = data.long_tail_subset(
+            labels, n_docs=cfg.tail_docs, span=cfg.tail_span, seed=cfg.data_seed
+        )
+        train = np.flatnonzero(keep)
+        heldout = data.heldout_from_rest(
+            labels, keep, per_cluster=cfg.heldout_per_cluster, seed=cfg.data_seed
+        )
+        # documents in neither part take no part in anything
+        labels[~np.isin(np.arange(len(labels)), np.concatenate([train, heldout]))] = -1
     from clusterclip.io.shards import ShardedMatrix
 
     embeddings = ShardedMatrix.from_directory(workdir / "embeddings")
@@ -233,13 +280,16 @@ def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
         tokenizer, corpus.texts, max_doc_tokens=cfg.max_doc_tokens
     )
     n_clusters = int(labels.max()) + 1
-    sizes = np.bincount(labels[labels >= 0], minlength=n_clusters)
+    sizes = np.bincount(labels[train], minlength=n_clusters)  # training documents per cluster
     rare = evaluate.rare_clusters(sizes)
     doc_tokens = np.diff(offsets)
+    train_tokens = np.bincount(labels[train], weights=doc_tokens[train], minlength=n_clusters)
     summary = {
         "corpus": corpus.name,
         "documents": len(corpus),
         "excluded": int((labels < 0).sum()),
+        "natural_cluster_size_min": int(natural_sizes[natural_sizes > 0].min()),
+        "natural_cluster_size_max": int(natural_sizes.max()),
         "encoder": cfg.encoder,
         "n_clusters": n_clusters,
         "cluster_size_min": int(sizes[sizes > 0].min()),
@@ -266,6 +316,7 @@ def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
             offsets=offsets,
             sizes=sizes,
             rare=rare,
+            train_tokens=train_tokens,
         )
     atomic_write_json(meta_path, {"key": key, "summary": summary})
     log(f"[prepare] {json.dumps(summary)}")
@@ -380,11 +431,17 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         )
         categories = None if prep.categories is None else [prep.categories[d] for d in docs]
         return evaluate.loss_metrics(
-            loss_sum, n_tok, prep.labels[docs], rare=prep.rare, categories=categories
+            loss_sum,
+            n_tok,
+            prep.labels[docs],
+            rare=prep.rare,
+            categories=categories,
+            natural_weights=prep.train_tokens if cfg.tail_docs is not None else None,
         )
 
+    initial = heldout_metrics(prep.heldout)
+    curve, train_curve, window = [{"tokens": 0, **initial}], [], []
     eval_steps = {max(1, round(steps * (i + 1) / cfg.eval_points)) for i in range(cfg.eval_points)}
-    curve, train_curve, window = [], [], []
     inputs_all = torch.from_numpy(sequences)
     for step in range(steps):
         for group in optimizer.param_groups:
@@ -471,6 +528,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--data-seed", type=int, default=d.data_seed, help="seed of subset, clusters and split")
     add("--encoder", default=d.encoder, help="encoder of the embed stage")
     add("--n-clusters", type=int, default=d.n_clusters)
+    add("--tail-docs", type=int, default=None, help="keep a long-tailed subset of N docs")
+    add("--tail-span", type=float, default=d.tail_span, help="largest/smallest cluster kept")
+    add("--heldout-per-cluster", type=int, default=d.heldout_per_cluster, help="with --tail-docs")
     add("--heldout-fraction", type=float, default=d.heldout_fraction)
     add("--near-duplicate", type=float, default=d.near_duplicate, help="cosine threshold")
     add("--vocab-size", type=int, default=d.vocab_size)
