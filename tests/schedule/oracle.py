@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from clusterclip.schedule.engine import block_uniforms
 from clusterclip.schedule.groups import (
     CHOICE_BLOCK,

@@ -47,6 +47,10 @@ __all__ = ["OnlineChooser", "Prepared", "ScheduleStream", "block_uniforms"]
 
 NO_CAP = np.iinfo(np.int64).max // 4
 
+#: Positions mapped at once inside a choice block (a performance knob only:
+#: the result does not depend on it).
+SEGMENT = 8192
+
 
 def block_uniforms(seed: int, block: int) -> np.ndarray:
     """The ``CHOICE_BLOCK`` uniforms in [0, 1) of one position block."""
@@ -195,44 +199,54 @@ class OnlineChooser:
     def choose(self, block: int, n: int) -> np.ndarray:
         """Clusters (group index) of the first ``n`` positions of ``block``.
 
-        Advances ``counts``; the caller guarantees that those ``n`` draws do
-        not exceed the capped total (an active cluster exists at each).
+        Advances ``counts`` and appends ``(group, offset in block)`` of every
+        clip to ``events``; the caller guarantees that those ``n`` draws do not
+        exceed the capped total (an active cluster exists at each).
         """
         out = np.empty(n, dtype=np.int64)
+        self.events: list[tuple[int, int]] = []
         u = None
         pos = 0
         while pos < n:
+            # Map at most one segment at a time: a clip inside it forces a
+            # re-map of the segment's rest, so short segments keep clips cheap.
+            seg_end = min(n, pos + SEGMENT)
             if self.active_ids.size == 1:
-                chosen = np.full(n - pos, self.active_ids[0], dtype=np.int64)
+                chosen = np.full(seg_end - pos, self.active_ids[0], dtype=np.int64)
             else:
                 if u is None:
                     u = block_uniforms(self.seed, block)
-                chosen = self._map(u[pos:n])
+                chosen = self._map(u[pos:seg_end])
             hits = np.bincount(chosen, minlength=self.n_groups)
             room = self.caps - self.counts
             over = np.flatnonzero((hits >= room) & (hits > 0))
             if over.size == 0:
-                out[pos:n] = chosen
+                out[pos:seg_end] = chosen
                 self.counts += hits
-                break
+                pos = seg_end
+                continue
             stop = self._first_clip(chosen, over, room)
             out[pos : pos + stop + 1] = chosen[: stop + 1]
             self.counts += np.bincount(chosen[: stop + 1], minlength=self.n_groups)
-            self.active[chosen[stop]] = False  # reached max_repeats * size draws
+            clipped = int(chosen[stop])
+            self.active[clipped] = False  # reached max_repeats * size draws
+            self.events.append((clipped, pos + stop))
             self._refresh()
             pos += stop + 1
         return out
 
     def _first_clip(self, chosen: np.ndarray, over: np.ndarray, room: np.ndarray) -> int:
         """Earliest offset at which a cluster in ``over`` takes its last allowed draw."""
-        if over.size == 1:
-            k = over[0]
-            return int(np.flatnonzero(chosen == k)[room[k] - 1])
+        if over.size <= 4:
+            first = chosen.size
+            for k in over:
+                first = min(first, int(np.flatnonzero(chosen == k)[room[k] - 1]))
+            return first
         flag = np.zeros(self.n_groups, dtype=bool)
         flag[over] = True
         where = np.flatnonzero(flag[chosen])
         which = chosen[where]
-        order = np.argsort(which, kind="stable")
+        order = np.argsort(which.astype(np.int32), kind="stable")
         sorted_which = which[order]
         group_start = np.searchsorted(sorted_which, sorted_which, side="left")
         rank = np.empty(where.size, dtype=np.int64)
@@ -242,8 +256,8 @@ class OnlineChooser:
 
 def _draw_numbers(chosen: np.ndarray, before: np.ndarray, n_groups: int) -> np.ndarray:
     """Draw number of each position: count before the block + rank inside it."""
-    keys = chosen.astype(np.int16) if n_groups < 2**15 else chosen
-    order = np.argsort(keys, kind="stable")
+    keys = chosen.astype(np.int16) if n_groups < 2**15 else chosen.astype(np.int32)
+    order = np.argsort(keys, kind="stable")  # radix sort for int16
     per_group = np.bincount(chosen, minlength=n_groups)
     first = np.cumsum(per_group) - per_group
     sorted_groups = chosen[order]
@@ -333,12 +347,17 @@ class ScheduleStream:
     # -- streaming --------------------------------------------------------
     def _cluster_part(
         self, block: int, g0: int, g1: int, chooser: OnlineChooser | None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Groups, draw numbers, per-group draw spans and clip offsets of [g0, g1)."""
         if self.planned is not None:
-            return self.planned.window(g0, g1)
-        before = chooser.counts.copy()
+            groups, draws, first, end = self.planned.window_with_spans(g0, g1)
+            clips = np.flatnonzero(draws == self.prep.caps[groups] - 1)
+            return groups, draws, first, end, clips
+        first = chooser.counts.copy()
         chosen = chooser.choose(block, g1 - g0)
-        return chosen, _draw_numbers(chosen, before, len(before))
+        end = chooser.counts.copy()
+        clips = np.array([offset for _, offset in chooser.events], dtype=np.int64)
+        return chosen, _draw_numbers(chosen, first, len(first)), first, end, clips
 
     def _counts_at(self, block: int, chooser: OnlineChooser | None) -> np.ndarray:
         g0 = block * CHOICE_BLOCK
@@ -379,13 +398,19 @@ class ScheduleStream:
             parts = []
             cut = g1 if self.cluster_end is None else min(g1, self.cluster_end)
             if cut > g0:
-                groups, draws = self._cluster_part(block, g0, cut, chooser)
-                parts.append(prep.groups.lookup(groups, draws))
-                clipped = draws == prep.caps[groups] - 1
+                groups, draws, first, end, clips = self._cluster_part(block, g0, cut, chooser)
+                parts.append(prep.groups.lookup(groups, draws, first=first, end=end))
             if g1 > cut:
                 offset = max(g0, self.cluster_end) - self.cluster_end
                 fallback = np.arange(offset, offset + g1 - max(g0, cut), dtype=np.int64)
-                parts.append(prep.fallback.lookup(np.zeros_like(fallback), fallback))
+                parts.append(
+                    prep.fallback.lookup(
+                        np.zeros_like(fallback),
+                        fallback,
+                        first=fallback[:1].copy(),
+                        end=fallback[-1:] + 1,
+                    )
+                )
             docs = parts[0] if len(parts) == 1 else np.concatenate(parts)
             last = False
             if budget is not None:
@@ -398,8 +423,7 @@ class ScheduleStream:
                     last = True
                 tokens = int(running[docs.size - 1])
             if cut > g0:
-                hit = np.flatnonzero(clipped[: docs.size])
-                hit = hit[g0 + hit >= start]
+                hit = clips[(clips < docs.size) & (g0 + clips >= start)]
                 self.clip_step[groups[hit]] = g0 + hit
             if g0 + docs.size > start:
                 yield docs[max(0, start - g0) :]

@@ -132,13 +132,24 @@ class Groups:
         self.cache[begin : begin + rows.size] = own[rows.ravel()]
         self.cached_chunk[group] = chunk
 
-    def lookup(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray:
+    def lookup(
+        self,
+        group: np.ndarray,
+        draw: np.ndarray,
+        *,
+        first: np.ndarray | None = None,
+        end: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Documents of draw numbers ``draw`` of groups ``group`` (vectorised).
 
         Parameters
         ----------
         group, draw : ndarray of int, same shape
             Group index and draw number (0-based count of earlier draws).
+        first, end : ndarray of int, shape (G,), optional
+            Per group, the range ``[first, end)`` of the draws asked for. When
+            given, groups whose draws lie in one permutation chunk (nearly all)
+            take a fast path: one gather per position.
 
         Returns
         -------
@@ -146,6 +157,27 @@ class Groups:
         """
         group = np.asarray(group, dtype=np.int64)
         draw = np.asarray(draw, dtype=np.int64)
+        if first is None or end is None:
+            return self._lookup_general(group, draw)
+        per_chunk = self.passes * self.sizes
+        present = end > first
+        first_chunk = first // per_chunk
+        last_chunk = (end - 1) // per_chunk
+        single = present & (first_chunk == last_chunk)
+        for g in np.flatnonzero(single & (first_chunk != self.cached_chunk)):
+            self._load(int(g), int(first_chunk[g]))
+        base = self.cache_offsets - self.cached_chunk * per_chunk
+        index = base[group] + draw
+        crossing = present & ~single
+        if not crossing.any():
+            return self.cache[index]
+        slow = np.flatnonzero(crossing[group])
+        index[slow] = 0
+        out = self.cache[index]
+        out[slow] = self._lookup_general(group[slow], draw[slow])
+        return out
+
+    def _lookup_general(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray:
         size = self.sizes[group]
         per_chunk = self.passes[group] * size  # draws covered by one chunk
         chunk = draw // per_chunk

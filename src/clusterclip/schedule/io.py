@@ -62,9 +62,8 @@ class Schedule:
         from clusterclip import __version__
 
         target = _npy_path(path)
-        with atomic_path(target) as tmp:
-            with open(tmp, "wb") as handle:
-                np.save(handle, np.ascontiguousarray(self.indices, dtype=np.int64))
+        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+            np.save(handle, np.ascontiguousarray(self.indices, dtype=np.int64))
         atomic_write_json(
             sidecar_path(target),
             {

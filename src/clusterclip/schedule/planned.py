@@ -175,6 +175,16 @@ class PlannedOrder:
         chosen = order[skip : skip + (t1 - t0)]
         return self.clusters[which[chosen]], draws[chosen]
 
+    def window_with_spans(
+        self, t0: int, t1: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`window` plus, per cluster (length K), the draw numbers
+        ``[first, end)`` that the window covers."""
+        clusters, draws = self.window(t0, t1)
+        first = self.counts_before(t0)
+        end = first + np.bincount(clusters, minlength=len(self.plan))
+        return clusters, draws, first, end
+
     def counts_before(self, t: int) -> np.ndarray:
         """Draws of every cluster (length K) among the first ``t`` positions."""
         counts = np.zeros(len(self.plan), dtype=np.int64)
