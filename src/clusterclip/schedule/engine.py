@@ -70,6 +70,15 @@ def _group_by(compact: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarra
     return members, sizes
 
 
+def _power(size: int, alpha: float) -> float:
+    if size == 0:
+        return 0.0
+    try:
+        return float(size) ** alpha
+    except OverflowError:
+        return math.inf
+
+
 class Prepared:
     """Arrays derived once from validated (labels, lengths, config).
 
@@ -110,7 +119,7 @@ class Prepared:
                 alpha = float(config.alpha)
                 # Python's float power, one per cluster: identical on every machine
                 # and to the oracle (numpy's SIMD power may differ in the last bit).
-                by_label = np.array([float(c) ** alpha if c else 0.0 for c in counts.tolist()])
+                by_label = np.array([_power(c, alpha) for c in counts.tolist()])
                 bad = ~np.isfinite(by_label) | ((counts > 0) & (by_label <= 0))
                 if bad.any():
                     raise invalid(
