@@ -18,7 +18,7 @@ from clusterclip.schedule.engine import Prepared, ScheduleStream
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.stats import compute_stats
 
-__all__ = ["build_schedule", "iter_schedule", "open_stream"]
+__all__ = ["build_schedule", "iter_schedule", "materialise", "open_stream"]
 
 
 def open_stream(
@@ -134,10 +134,10 @@ def build_schedule(
     )
     parts = list(stream.blocks(0))
     indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return _materialise(stream, indices)
+    return materialise(stream, indices)
 
 
-def _materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
+def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
     prep = stream.prep
     clip_step = np.full(prep.n_labels, -1, dtype=np.int64)
     if prep.config.policy != "random":
