@@ -198,10 +198,8 @@ class OnlineChooser:
         m = self.active_ids.size
         if m == 1:
             return np.full(u.shape[0], self.active_ids[0], dtype=np.int64)
-        if self.equal:
-            idx = (u * m).astype(np.int64)
-        else:
-            idx = np.searchsorted(self.cdf, u, side="right")
+        # Equal weights: floor(u * m) (no table); otherwise the inverse CDF.
+        idx = (u * m).astype(np.int64) if self.equal else np.searchsorted(self.cdf, u, side="right")
         np.minimum(idx, m - 1, out=idx)
         return self.active_ids[idx]
 
