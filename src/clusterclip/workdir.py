@@ -78,11 +78,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, rename)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:

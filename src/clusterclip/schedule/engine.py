@@ -261,18 +261,6 @@ class OnlineChooser:
         return int(where[rank + 1 == room[which]].min())
 
 
-def _draw_numbers(chosen: np.ndarray, before: np.ndarray, n_groups: int) -> np.ndarray:
-    """Draw number of each position: count before the block + rank inside it."""
-    keys = chosen.astype(np.int16) if n_groups < 2**15 else chosen.astype(np.int32)
-    order = np.argsort(keys, kind="stable")  # radix sort for int16
-    per_group = np.bincount(chosen, minlength=n_groups)
-    first = np.cumsum(per_group) - per_group
-    sorted_groups = chosen[order]
-    draws = np.empty(chosen.size, dtype=np.int64)
-    draws[order] = before[sorted_groups] + np.arange(chosen.size) - first[sorted_groups]
-    return draws
-
-
 class ScheduleStream:
     """Produces the global schedule block by block from any start position.
 
@@ -354,17 +342,20 @@ class ScheduleStream:
     # -- streaming --------------------------------------------------------
     def _cluster_part(
         self, block: int, g0: int, g1: int, chooser: OnlineChooser | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Groups, draw numbers, per-group draw spans and clip offsets of [g0, g1)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Documents, groups and clip offsets of positions [g0, g1)."""
+        groups = self.prep.groups
         if self.planned is not None:
-            groups, draws, first, end = self.planned.window_with_spans(g0, g1)
-            clips = np.flatnonzero(draws == self.prep.caps[groups] - 1)
-            return groups, draws, first, end, clips
+            chosen, draws, first, end = self.planned.window_with_spans(g0, g1)
+            clips = np.flatnonzero(draws == self.prep.caps[chosen] - 1)
+            return groups.lookup(chosen, draws, first=first, end=end), chosen, clips
         first = chooser.counts.copy()
         chosen = chooser.choose(block, g1 - g0)
-        end = chooser.counts.copy()
+        keys = chosen.astype(np.int16) if len(first) < 2**15 else chosen.astype(np.int32)
+        order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
+        docs = groups.lookup_grouped(order, chooser.counts - first, first)
         clips = np.array([offset for _, offset in chooser.events], dtype=np.int64)
-        return chosen, _draw_numbers(chosen, first, len(first)), first, end, clips
+        return docs, chosen, clips
 
     def _counts_at(self, block: int, chooser: OnlineChooser | None) -> np.ndarray:
         g0 = block * CHOICE_BLOCK
@@ -405,8 +396,8 @@ class ScheduleStream:
             parts = []
             cut = g1 if self.cluster_end is None else min(g1, self.cluster_end)
             if cut > g0:
-                groups, draws, first, end, clips = self._cluster_part(block, g0, cut, chooser)
-                parts.append(prep.groups.lookup(groups, draws, first=first, end=end))
+                cluster_docs, groups, clips = self._cluster_part(block, g0, cut, chooser)
+                parts.append(cluster_docs)
             if g1 > cut:
                 offset = max(g0, self.cluster_end) - self.cluster_end
                 fallback = np.arange(offset, offset + g1 - max(g0, cut), dtype=np.int64)

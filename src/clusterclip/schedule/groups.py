@@ -177,6 +177,42 @@ class Groups:
         out[slow] = self._lookup_general(group[slow], draw[slow])
         return out
 
+    def lookup_grouped(
+        self, order: np.ndarray, per_group: np.ndarray, first: np.ndarray
+    ) -> np.ndarray:
+        """Documents of a block whose positions, sorted by group, are ``order``.
+
+        Position ``order[start_g + i]`` (``start_g`` = draws of the groups
+        before ``g``) receives draw ``first[g] + i`` of group ``g``. Works in the
+        sorted domain, where each group's draws are one contiguous run of its
+        cached chunk: one gather per position, then one scatter.
+        """
+        n = order.shape[0]
+        end = first + per_group
+        per_chunk = self.passes * self.sizes
+        present = per_group > 0
+        first_chunk = first // per_chunk
+        last_chunk = (end - 1) // per_chunk
+        single = present & (first_chunk == last_chunk)
+        for g in np.flatnonzero(single & (first_chunk != self.cached_chunk)):
+            self._load(int(g), int(first_chunk[g]))
+        start = np.cumsum(per_group) - per_group
+        sorted_groups = np.repeat(np.arange(len(self.sizes)), per_group)
+        shift = self.cache_offsets - self.cached_chunk * per_chunk + first - start
+        index = np.arange(n, dtype=np.int64) + shift[sorted_groups]
+        crossing = present & ~single
+        if crossing.any():
+            slow = np.flatnonzero(crossing[sorted_groups])
+            index[slow] = 0
+            docs = self.cache[index]
+            slow_groups = sorted_groups[slow]
+            docs[slow] = self._lookup_general(slow_groups, slow + (first - start)[slow_groups])
+        else:
+            docs = self.cache[index]
+        out = np.empty(n, dtype=np.int64)
+        out[order] = docs
+        return out
+
     def _lookup_general(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray:
         size = self.sizes[group]
         per_chunk = self.passes[group] * size  # draws covered by one chunk
