@@ -158,10 +158,19 @@ class PlannedOrder:
         -------
         (clusters, draws) : two int64 arrays of length ``t1 - t0``.
         """
+        clusters, draws, _, _ = self.window_with_spans(t0, t1)
+        return clusters, draws
+
+    def window_with_spans(
+        self, t0: int, t1: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`window` plus, per cluster (length K), the range of draw
+        numbers ``[first, end)`` that the window covers (zeros if empty)."""
+        n_all = len(self.plan)
         t1 = min(t1, self.total)
         if t1 <= t0:
             empty = np.zeros(0, dtype=np.int64)
-            return empty, empty
+            return empty, empty, np.zeros(n_all, np.int64), np.zeros(n_all, np.int64)
         low, high = self._bounds(t0, t1)
         span = high - low
         within = int(span.sum())
@@ -173,17 +182,11 @@ class PlannedOrder:
         order = np.argsort(tau, kind="stable")
         skip = t0 - int(low.sum())
         chosen = order[skip : skip + (t1 - t0)]
-        return self.clusters[which[chosen]], draws[chosen]
-
-    def window_with_spans(
-        self, t0: int, t1: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`window` plus, per cluster (length K), the draw numbers
-        ``[first, end)`` that the window covers."""
-        clusters, draws = self.window(t0, t1)
-        first = self.counts_before(t0)
-        end = first + np.bincount(clusters, minlength=len(self.plan))
-        return clusters, draws, first, end
+        first = np.zeros(n_all, dtype=np.int64)
+        first[self.clusters] = low + np.bincount(which[order[:skip]], minlength=len(self.n))
+        end = first.copy()
+        end[self.clusters] += np.bincount(which[chosen], minlength=len(self.n))
+        return self.clusters[which[chosen]], draws[chosen], first, end
 
     def counts_before(self, t: int) -> np.ndarray:
         """Draws of every cluster (length K) among the first ``t`` positions."""
@@ -194,6 +197,7 @@ class PlannedOrder:
             return self.plan.copy()
         low, _ = self._bounds(t, t)
         counts[self.clusters] = low
-        clusters, _ = self.window(int(low.sum()), t)
-        np.add.at(counts, clusters, 1)
+        if int(low.sum()) < t:
+            clusters, _ = self.window(int(low.sum()), t)
+            np.add.at(counts, clusters, 1)
         return counts
