@@ -58,16 +58,24 @@ def block_uniforms(seed: int, block: int) -> np.ndarray:
     return rng.random(CHOICE_BLOCK)
 
 
-def _group_by(compact: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Document ids grouped by ``compact`` (>= 0; -1 = skip), ascending inside groups."""
-    use = np.flatnonzero(compact >= 0)
-    keys = compact[use]
-    if n_groups < 2**15:
-        keys = keys.astype(np.int16)  # stable sort of int16 is a radix sort
-    order = np.argsort(keys, kind="stable")
-    members = use[order]
-    sizes = np.bincount(compact[use], minlength=n_groups).astype(np.int64)
-    return members, sizes
+def _member_dtype(n_documents: int) -> type:
+    """int32 document ids when they fit: halves the member table and the cache."""
+    return np.int32 if n_documents < 2**31 else np.int64
+
+
+def _group_by(labels: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Document ids grouped by ``table[label]`` (-1 = skip), ascending inside groups.
+
+    ``table`` maps label + 1 to a group index (entry 0: negative labels).
+    """
+    key_type = np.int16 if table.max() < 2**15 - 1 else np.int32
+    index = np.maximum(labels, -1)
+    index += 1
+    keys = table.astype(key_type)[index]
+    del index
+    order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
+    skipped = int(np.count_nonzero(keys < 0))
+    return order[skipped:].astype(_member_dtype(labels.shape[0]))
 
 
 def _power(size: int, alpha: float) -> float:
@@ -105,7 +113,7 @@ class Prepared:
         counts = np.bincount(labels[labels >= 0], minlength=self.n_labels)
         seed = config.seed
         if config.policy == "random":
-            members = np.flatnonzero(labels >= 0)
+            members = np.flatnonzero(labels >= 0).astype(_member_dtype(labels.shape[0]))
             sizes = np.array([members.size], dtype=np.int64)
             self.cluster_ids = np.array([-1], dtype=np.int64)
             self.groups = Groups(
@@ -132,10 +140,10 @@ class Prepared:
                 by_label = np.ones(self.n_labels)
             drawn = (counts > 0) & (by_label > 0)
             self.cluster_ids = np.flatnonzero(drawn).astype(np.int64)
-            table = np.full(self.n_labels, -1, dtype=np.int64)
-            table[self.cluster_ids] = np.arange(self.cluster_ids.size)
-            compact = np.where(labels >= 0, table[np.maximum(labels, 0)], -1)
-            members, sizes = _group_by(compact, self.cluster_ids.size)
+            table = np.full(self.n_labels + 1, -1, dtype=np.int64)
+            table[self.cluster_ids + 1] = np.arange(self.cluster_ids.size)
+            members = _group_by(labels, table)
+            sizes = counts[self.cluster_ids].astype(np.int64)
             self.groups = Groups(
                 members, sizes, self.cluster_ids, seed=seed, purpose=PURPOSE_CLUSTER_PASS
             )

@@ -170,10 +170,10 @@ class Groups:
         index = base[group] + draw
         crossing = present & ~single
         if not crossing.any():
-            return self.cache[index]
+            return self.cache[index].astype(np.int64)
         slow = np.flatnonzero(crossing[group])
         index[slow] = 0
-        out = self.cache[index]
+        out = self.cache[index].astype(np.int64)
         out[slow] = self._lookup_general(group[slow], draw[slow])
         return out
 
