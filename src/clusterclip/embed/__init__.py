@@ -1,0 +1,35 @@
+"""The embed stage: corpus -> document index + float16 embedding shards.
+
+>>> import clusterclip
+>>> result = clusterclip.embed("corpus.jsonl.gz", workdir="w", encoder="static")  # doctest: +SKIP
+>>> result.summary["counts"]["ok"], result.embeddings.shape  # doctest: +SKIP
+(31102, (31102, 256))
+
+See docs/embed.md for the encoders, the file formats and resume semantics.
+"""
+
+from __future__ import annotations
+
+from clusterclip.embed.encoders import Encoder, EncoderSpec, get_encoder
+from clusterclip.embed.job import (
+    DEFAULT_SHARD_SIZE,
+    ENGINES,
+    EmbedResult,
+    embed,
+    embed_shard,
+    open_embeddings,
+    run_shards_local,
+)
+
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "ENGINES",
+    "EmbedResult",
+    "Encoder",
+    "EncoderSpec",
+    "embed",
+    "embed_shard",
+    "get_encoder",
+    "open_embeddings",
+    "run_shards_local",
+]
