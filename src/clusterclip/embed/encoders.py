@@ -370,9 +370,8 @@ class StaticEncoder:
         self.spec = spec
         self.path = ensure_static_model(spec)
         model2vec = require_extra("model2vec", "static")
-        self.model = model2vec.StaticModel.from_pretrained(
-            str(self.path), max_length=spec.max_length
-        )
+        options = {} if spec.max_length is None else {"max_length": spec.max_length}
+        self.model = model2vec.StaticModel.from_pretrained(str(self.path), **options)
         self.dim = int(self.model.dim)
         self.batch_size = spec.batch_size or 1024
         self._count = _tokenizer_counter(self.model.tokenizer)
@@ -382,7 +381,7 @@ class StaticEncoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self.model.encode(
             list(texts), batch_size=self.batch_size, show_progress_bar=False,
-            use_multiprocessing=False, max_length=self.spec.max_length,
+            use_multiprocessing=False,
         )  # fmt: skip
         return _unit_rows(vectors)
 
@@ -444,7 +443,6 @@ def fit_tfidf(texts: list[str], *, path: str | os.PathLike[str], seed: int) -> P
     The SVD size is ``min(256, len(texts) - 1)``; its randomness comes from
     ``SeedSequence([seed, "tfidf-svd"])`` only, so the same sample gives the same fit.
     """
-    decomposition = require_extra("sklearn.decomposition", "cluster")
     if len(texts) < 3:
         raise ClusterClipError(
             f"the tfidf encoder needs at least 3 documents with text to fit on; got {len(texts)}."
@@ -459,15 +457,23 @@ def fit_tfidf(texts: list[str], *, path: str | os.PathLike[str], seed: int) -> P
     # randomized SVD's QR steps scale with the number of columns.
     used = np.flatnonzero(document_frequency)
     dim = min(dim, len(used) - 1)
-    svd = decomposition.TruncatedSVD(n_components=dim, n_iter=4, random_state=random_state)
-    svd.fit(matrix[:, used])
-    components = np.zeros((dim, TFIDF_FEATURES), dtype=np.float32)
-    components[:, used] = svd.components_
+    sample = matrix[:, used]
+    if min(sample.shape) <= 2048:  # small sample: exact SVD of the dense matrix is cheaper
+        _, _, vt = np.linalg.svd(sample.toarray().astype(np.float64), full_matrices=False)
+        components = vt[:dim]
+    else:
+        decomposition = require_extra("sklearn.decomposition", "cluster")
+        svd = decomposition.TruncatedSVD(n_components=dim, n_iter=4, random_state=random_state)
+        components = svd.fit(sample).components_
+    components = np.ascontiguousarray(components, dtype=np.float32)
     target = Path(path)
     from clusterclip.workdir import atomic_path
 
     with atomic_path(target) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, idf=idf, components=components, n_fit=np.int64(len(texts)))
+        np.savez(
+            handle, idf=idf, used=used.astype(np.int64), components=components,
+            n_fit=np.int64(len(texts)),
+        )  # fmt: skip
     return target
 
 
@@ -486,7 +492,11 @@ class TfidfEncoder:
             )
         with np.load(self.path) as state:
             self.idf = state["idf"]
-            self.components_t = np.ascontiguousarray(state["components"].T)
+            # stored for the used hashed columns only; unused columns project to zero
+            self.components_t = np.zeros(
+                (TFIDF_FEATURES, state["components"].shape[0]), dtype=np.float32
+            )
+            self.components_t[state["used"]] = state["components"].T
             self.n_fit = int(state["n_fit"])
         self.dim = int(self.components_t.shape[1])
         self.tokenizer_name, self._count = _tfidf_tokenizer_counter()

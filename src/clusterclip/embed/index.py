@@ -94,18 +94,19 @@ def write_documents(
     counts: Counter[str] = Counter()
     schema = _schema()
     document_schema = schema.remove(schema.get_field_index("reason"))
-    with atomic_path(documents_path) as documents_tmp, atomic_path(rejects_path) as rejects_tmp:
-        with (
-            pq.ParquetWriter(documents_tmp, document_schema, compression="zstd") as writer,
-            open(rejects_tmp, "w", encoding="utf-8") as rejects,
-        ):
-            for fragment in fragments:
-                table = read_fragment(fragment)
-                writer.write_table(table.select(list(DOCUMENT_COLUMNS)))
-                status = table.column("status")
-                for value, count in zip(*pc.value_counts(status).flatten(), strict=True):
-                    counts[value.as_py()] += count.as_py()
-                bad = table.filter(pc.not_equal(status, "ok"))
-                for row in bad.select(["index", "source", "line", "status", "reason"]).to_pylist():
-                    rejects.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with (
+        atomic_path(documents_path) as documents_tmp,
+        atomic_path(rejects_path) as rejects_tmp,
+        pq.ParquetWriter(documents_tmp, document_schema, compression="zstd") as writer,
+        open(rejects_tmp, "w", encoding="utf-8") as rejects,
+    ):
+        for fragment in fragments:
+            table = read_fragment(fragment)
+            writer.write_table(table.select(list(DOCUMENT_COLUMNS)))
+            status = table.column("status")
+            for value, count in zip(*pc.value_counts(status).flatten(), strict=True):
+                counts[value.as_py()] += count.as_py()
+            bad = table.filter(pc.not_equal(status, "ok"))
+            for row in bad.select(["index", "source", "line", "status", "reason"]).to_pylist():
+                rejects.write(json.dumps(row, ensure_ascii=False) + "\n")
     return counts

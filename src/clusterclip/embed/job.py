@@ -56,7 +56,7 @@ from clusterclip.io.readers import (
     iter_records,
 )
 from clusterclip.io.shards import ShardedMatrix
-from clusterclip.progress import progress_bar
+from clusterclip.progress import progress_bar, progress_enabled
 from clusterclip.workdir import (
     atomic_path,
     atomic_write_json,
@@ -329,7 +329,7 @@ def embed(
         if changes:
             raise _refuse(workdir, changes, "embeddings")
         if (workdir / "documents.parquet").exists():
-            return _result(workdir, previous.get("summary", {}))
+            return _result(workdir, {**previous.get("summary", {}), "up_to_date": True})
     elif run_file.exists():
         import json
 
@@ -337,6 +337,9 @@ def embed(
         if changes:
             raise _refuse(workdir, changes, "an unfinished embed run")
     atomic_write_json(run_file, run)
+    for directory in (plan.state, plan.parts):  # temp files of a killed run
+        for stale in directory.glob(".*.tmp") if directory.is_dir() else ():
+            stale.unlink(missing_ok=True)
 
     # -- prepare the encoder (distil / fit once, on the driver) --
     if encoder == "static":
@@ -386,7 +389,8 @@ def embed(
                 yield task
 
     plan.parts.mkdir(parents=True, exist_ok=True)
-    with progress_bar(total=None, desc="embed", unit="doc") as bar:
+    total = _count_records(inputs) if progress_enabled() else None
+    with progress_bar(total=total, desc="embed", unit="doc") as bar:
         for shard, vectors in executor(spec, shard_iter(), **(engine_options or {})):
             positions, n_rows = pending.pop(shard)
             if vectors.shape != (len(positions), dim):
@@ -464,6 +468,26 @@ def embed(
     )
     shutil.rmtree(plan.state, ignore_errors=True)
     return _result(workdir, summary)
+
+
+def _count_records(inputs: Any) -> int | None:
+    """Number of records, for the progress bar's ETA (a quick pass over the files).
+
+    Parquet row counts come from the footers; jsonl files are scanned for
+    newlines (decompressing ``.gz``/``.zst``), which is fast next to embedding.
+    Blank lines make this a slight over-estimate.
+    """
+    if is_hf_dataset(inputs):
+        try:
+            return len(inputs)
+        except TypeError:
+            return None
+    from clusterclip.io.readers import count_lines
+
+    try:
+        return sum(count_lines(path) for path in expand_inputs(inputs))
+    except (OSError, EOFError, ClusterClipError):
+        return None  # the real pass reports the problem with file and line
 
 
 def _fingerprint_parts(parts: list[Path]) -> str:
