@@ -18,7 +18,7 @@ from clusterclip.workdir import read_stage
 SCRIPT = """
 import sys
 import clusterclip
-clusterclip.embed(sys.argv[1], workdir=sys.argv[2], encoder="tfidf", shard_size=100)
+clusterclip.embed(sys.argv[1], workdir=sys.argv[2], encoder="tfidf", shard_size=50)
 """
 
 
@@ -42,16 +42,16 @@ def _run_and_kill(corpus: Path, workdir: Path, *, after_parts: int) -> None:
 
 
 def test_resume_after_sigkill_is_byte_identical(tmp_path, verses):
-    corpus = write_jsonl(tmp_path / "verses.jsonl", verses[:2000])
+    corpus = write_jsonl(tmp_path / "verses.jsonl", verses[:1000])
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     _run_and_kill(corpus, killed, after_parts=3)
     assert read_stage(killed, "embed") is None  # the kill left an unfinished stage
     done_before = len(list((killed / "embeddings").glob("part-*.npy")))
     assert 3 <= done_before < 20
 
-    resumed = clusterclip.embed(corpus, workdir=killed, encoder="tfidf", shard_size=100)
+    resumed = clusterclip.embed(corpus, workdir=killed, encoder="tfidf", shard_size=50)
     assert resumed.summary["shards_resumed"] >= done_before - 1  # the last may be half-written
-    clusterclip.embed(corpus, workdir=clean, encoder="tfidf", shard_size=100)
+    clusterclip.embed(corpus, workdir=clean, encoder="tfidf", shard_size=50)
 
     names = sorted(p.name for p in (clean / "embeddings").glob("part-*.npy"))
     assert len(names) == 20

@@ -458,9 +458,8 @@ def fit_tfidf(texts: list[str], *, path: str | os.PathLike[str], seed: int) -> P
     used = np.flatnonzero(document_frequency)
     dim = min(dim, len(used) - 1)
     sample = matrix[:, used]
-    if min(sample.shape) <= 2048:  # small sample: exact SVD of the dense matrix is cheaper
-        _, _, vt = np.linalg.svd(sample.toarray().astype(np.float64), full_matrices=False)
-        components = vt[:dim]
+    if sample.shape[0] <= 4096:
+        components = _gram_svd_components(sample, dim)
     else:
         decomposition = require_extra("sklearn.decomposition", "cluster")
         svd = decomposition.TruncatedSVD(n_components=dim, n_iter=4, random_state=random_state)
@@ -475,6 +474,23 @@ def fit_tfidf(texts: list[str], *, path: str | os.PathLike[str], seed: int) -> P
             n_fit=np.int64(len(texts)),
         )  # fmt: skip
     return target
+
+
+def _gram_svd_components(sample: Any, dim: int) -> np.ndarray:
+    """Top right singular vectors of a sparse matrix with few rows, via its Gram matrix.
+
+    ``X X^T = U diag(s^2) U^T`` gives ``V^T = diag(1/s) U^T X``: an ``n x n``
+    eigenproblem instead of an SVD over thousands of columns. Signs are fixed
+    (largest entry positive) so the result is reproducible.
+    """
+    gram = (sample @ sample.T).toarray().astype(np.float64)
+    eigenvalues, vectors = np.linalg.eigh(gram)
+    order = np.argsort(eigenvalues)[::-1]
+    keep = order[eigenvalues[order] > 1e-8 * max(eigenvalues.max(), 1e-30)][:dim]
+    scale = 1.0 / np.sqrt(eigenvalues[keep])
+    components = np.asarray(sample.T @ vectors[:, keep]).T * scale[:, None]
+    signs = np.sign(components[np.arange(len(keep)), np.abs(components).argmax(axis=1)])
+    return components * signs[:, None]
 
 
 class TfidfEncoder:
