@@ -9,6 +9,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from clusterclip.cluster.kmeans import KMeans, assign, assign_matrix, k_means
 
 __all__ = [
@@ -22,7 +26,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # the stage and inspection need pyarrow; load them on use
+def __getattr__(name: str) -> Any:  # the stage and inspection need pyarrow; load them on use
     if name in ("cluster", "ClusterResult"):
         from clusterclip.cluster import stage
 
@@ -32,3 +36,20 @@ def __getattr__(name: str):  # the stage and inspection need pyarrow; load them 
 
         return inspect_clusters
     raise AttributeError(f"module 'clusterclip.cluster' has no attribute {name!r}")
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``clusterclip.cluster(workdir, ...)`` run the stage.
+
+    ``clusterclip.cluster`` is both this sub-package and the stage function of
+    the public API; importing the sub-package binds the module to that name, so
+    the module itself forwards calls to :func:`clusterclip.cluster.stage.cluster`.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from clusterclip.cluster.stage import cluster as run_stage
+
+        return run_stage(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -106,10 +106,13 @@ def _gather(X: Any, rows: np.ndarray, batch_size: int) -> np.ndarray:
     n, dim = _check_matrix(X)
     out = np.empty((len(rows), dim), dtype=np.float32)
     contiguous = len(rows) == n
+    # A row view (e.g. the ok documents) names rows by their number in the source.
+    source_rows = getattr(X, "source_rows", None)
     for start in range(0, len(rows), batch_size):
         stop = min(start + batch_size, len(rows))
         block = X[start:stop] if contiguous else X[rows[start:stop]]
-        out[start:stop] = _normalise(block, rows[start:stop], allow_zero=False)
+        names = rows[start:stop] if source_rows is None else source_rows[rows[start:stop]]
+        out[start:stop] = _normalise(block, names, allow_zero=False)
     return out
 
 
