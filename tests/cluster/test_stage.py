@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from clustertest_helpers import make_workdir
 
 import clusterclip
 from clusterclip.cli import main
 from clusterclip.cluster import KMeans, cluster
 from clusterclip.errors import ClusterClipError
 from clusterclip.workdir import fingerprint_file, read_stage
+from tests.cluster.helpers import make_workdir
 
 
 @pytest.fixture()

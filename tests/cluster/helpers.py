@@ -1,4 +1,4 @@
-"""Helpers of the cluster tests (a module name no other test folder uses)."""
+"""Helpers of the cluster tests: a work directory as the embed stage leaves it."""
 
 from __future__ import annotations
 
