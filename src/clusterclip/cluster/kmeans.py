@@ -37,8 +37,9 @@ _SPLIT_EPS = 1.0 / 1024.0
 _SHOW_ROWS = 5
 
 
-def _rng(seed: int, purpose: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(purpose,))))
+def _rng(seed: int, purpose: int, run: int = 0) -> np.random.Generator:
+    key = (purpose,) if run == 0 else (purpose, run)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
 def _check_int(name: str, value: Any, low: int, fix: str) -> int:
@@ -266,6 +267,9 @@ class KMeans:
         without replacement (all rows if there are fewer); ``sample_size_`` says how many.
     init : {"k-means++", "afk-mc2", "random"}
         Seeding (:mod:`clusterclip.cluster.seeding`).
+    n_init : int
+        Independent seedings + Lloyd runs on the same sample; the one with the
+        best objective is kept (each run costs a full fit).
     backend : {"auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"}
         E-step backend (:mod:`clusterclip.cluster.backends`).
     batch_size : int
@@ -292,7 +296,8 @@ class KMeans:
     backend_ : str
         The backend that ran (``auto`` resolved).
     init_ : dict
-        Seeding record (``init``, ``pool_size``, ``seconds``).
+        Seeding record of the kept run (``init``, ``pool_size``, ``seconds``),
+        ``runs`` and the final ``objectives`` of every run.
 
     Examples
     --------
@@ -313,6 +318,7 @@ class KMeans:
         n_iter: int = 20,
         max_points_per_centroid: int = 256,
         init: str = "k-means++",
+        n_init: int = 1,
         backend: str = "auto",
         batch_size: int = 65536,
         verbose: bool = False,
@@ -322,6 +328,7 @@ class KMeans:
         self.n_iter = n_iter
         self.max_points_per_centroid = max_points_per_centroid
         self.init = init
+        self.n_init = n_init
         self.backend = backend
         self.batch_size = batch_size
         self.verbose = verbose
@@ -340,6 +347,7 @@ class KMeans:
             "Pass e.g. 256 (the default).",
         )
         _check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
+        _check_int("n_init", self.n_init, 1, "Pass n_init=1 (the default) or more.")
         if self.init not in INITS:
             raise invalid("init", f"one of {list(INITS)}", self.init, "Pass init='k-means++'.")
         if self.backend not in BACKENDS:
@@ -360,7 +368,6 @@ class KMeans:
         """
         from clusterclip.cluster.backends import get_backend
         from clusterclip.cluster.seeding import seed_centroids
-        from clusterclip.progress import progress_bar
 
         self._validate()
         n, _ = _check_matrix(X)
@@ -379,17 +386,50 @@ class KMeans:
         else:
             rows = np.arange(n, dtype=np.int64)
         sample = _gather(X, rows, int(self.batch_size))
-        # The sample is read in row order (fast on disk) but seeded in a random
-        # order, so the k-means++ pool (its first rows) is a random subset.
-        order = _rng(self.seed, _PURPOSE_INIT).permutation(sample_size)
         engine = get_backend(self.backend)
-        seeding_started = time.perf_counter()
-        centroids, init_info = seed_centroids(
-            sample[order], k, init=self.init, rng=_rng(self.seed, _PURPOSE_INIT)
-        )
-        init_info["seconds"] = round(time.perf_counter() - seeding_started, 4)
         prepared = engine.prepare(sample)
-        split_rng = _rng(self.seed, _PURPOSE_SPLIT)
+        best: tuple[Any, ...] | None = None
+        objectives = []
+        for run in range(int(self.n_init)):
+            seeding_started = time.perf_counter()
+            centroids, init_info = seed_centroids(
+                sample, k, init=self.init, rng=_rng(self.seed, _PURPOSE_INIT, run)
+            )
+            init_info["seconds"] = round(time.perf_counter() - seeding_started, 4)
+            centroids, labels, scores, stats = self._lloyd(
+                engine, prepared, sample, centroids, _rng(self.seed, _PURPOSE_SPLIT, run)
+            )
+            objective = float(np.mean(scores, dtype=np.float64))
+            objectives.append(round(objective, 6))
+            if best is None or objective > best[0]:
+                best = (objective, centroids, labels, stats, init_info)
+        objective, centroids, labels, stats, init_info = best
+        init_info["runs"] = int(self.n_init)
+        init_info["objectives"] = objectives
+        self.cluster_centers_ = np.ascontiguousarray(centroids, dtype=np.float32)
+        self.labels_ = labels.astype(np.int32)
+        self.sample_indices_ = rows
+        self.sample_size_ = int(sample_size)
+        self.objective_ = objective
+        self.n_iter_ = len(stats)
+        self.stats_ = stats
+        self.backend_ = engine.name
+        self.init_ = init_info
+        self.fit_seconds_ = round(time.perf_counter() - started, 4)
+        return self
+
+    def _lloyd(
+        self,
+        engine: Any,
+        prepared: Any,
+        sample: np.ndarray,
+        centroids: np.ndarray,
+        split_rng: np.random.Generator,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """``n_iter`` Lloyd iterations and a final E-step: centroids, labels, fp32 scores, stats."""
+        from clusterclip.progress import progress_bar
+
+        k = int(self.n_clusters)
         stats: list[dict[str, Any]] = []
         previous = None
         bar = (
@@ -423,17 +463,7 @@ class KMeans:
         labels, scores = engine.top1(prepared, centroids)
         if not engine.exact_scores:
             scores = np.einsum("ij,ij->i", sample, centroids[labels])
-        self.cluster_centers_ = np.ascontiguousarray(centroids, dtype=np.float32)
-        self.labels_ = labels.astype(np.int32)
-        self.sample_indices_ = rows
-        self.sample_size_ = int(sample_size)
-        self.objective_ = float(np.mean(scores, dtype=np.float64))
-        self.n_iter_ = len(stats)
-        self.stats_ = stats
-        self.backend_ = engine.name
-        self.init_ = init_info
-        self.fit_seconds_ = round(time.perf_counter() - started, 4)
-        return self
+        return centroids, labels, np.asarray(scores, dtype=np.float32), stats
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "cluster_centers_"):
@@ -465,6 +495,7 @@ def k_means(
     n_iter: int = 20,
     max_points_per_centroid: int = 256,
     init: str = "k-means++",
+    n_init: int = 1,
     backend: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Function twin of :class:`KMeans`: ``(cluster_centers, labels of every row, objective)``.
@@ -480,6 +511,7 @@ def k_means(
         n_iter=n_iter,
         max_points_per_centroid=max_points_per_centroid,
         init=init,
+        n_init=n_init,
         backend=backend,
     ).fit(X)
     return model.cluster_centers_, model.predict(X), model.objective_

@@ -5,8 +5,8 @@ Distances are the squared Euclidean distance between unit vectors,
 
 ``k-means++`` (Arthur & Vassilvitskii 2007)
     exact D^2 sampling, one centre at a time. Each step is a pass over the
-    candidate pool, so the pool is the first ``max(8 * K, 8192)`` rows of the
-    (already randomly drawn) fit sample; the pool size is reported.
+    candidate pool, so the pool is a random subset of ``max(8 * K, 8192)`` rows
+    of the fit sample; the pool size is reported.
 ``afk-mc2`` (Bachem et al. 2016)
     approximates D^2 sampling over the *whole* sample with a Markov chain of
     ``chain_length`` proposals per centre drawn from ``q(x) = d(x, c1)^2 / 2S + 1 / 2n``;
@@ -112,7 +112,8 @@ def seed_centroids(
 ) -> tuple[np.ndarray, dict[str, int | str]]:
     """Initial centroids (K, d) float32 and a record of how they were chosen.
 
-    ``X`` holds unit rows in random order (the fit sample).
+    ``X`` holds the unit rows of the fit sample; the k-means++ pool is a random
+    subset of them.
 
     >>> C, info = seed_centroids(np.eye(3, dtype=np.float32), 2, init="random",
     ...                          rng=np.random.default_rng(0))
@@ -121,7 +122,9 @@ def seed_centroids(
     """
     if init == "k-means++":
         pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, _POOL_MIN))
-        rows = kmeans_plusplus(X[:pool], n_clusters, rng)
+        subset = np.sort(rng.choice(len(X), pool, replace=False)) if pool < len(X) else None
+        rows = kmeans_plusplus(X if subset is None else X[subset], n_clusters, rng)
+        rows = rows if subset is None else subset[rows]
     elif init == "afk-mc2":
         pool = len(X)
         rows = afk_mc2(X, n_clusters, rng)

@@ -36,7 +36,15 @@ CENTROIDS_NAME = "centroids.npy"
 CLUSTERS_NAME = "clusters.parquet"
 
 #: Config keys that change the result (a rerun with other values must not skip).
-IDENTITY_KEYS = ("n_clusters", "seed", "n_iter", "max_points_per_centroid", "init", "backend")
+IDENTITY_KEYS = (
+    "n_clusters",
+    "seed",
+    "n_iter",
+    "max_points_per_centroid",
+    "init",
+    "n_init",
+    "backend",
+)
 
 
 @dataclass(frozen=True)
@@ -254,6 +262,7 @@ def cluster(
     n_iter: int = 20,
     max_points_per_centroid: int = 256,
     init: str = "k-means++",
+    n_init: int = 1,
     backend: str = "auto",
     batch_size: int = 65536,
     overwrite: bool = False,
@@ -271,7 +280,7 @@ def cluster(
         Number of clusters ``K`` (at most the number of ``ok`` documents).
     seed : int
         Seeds the fit sample, the seeding and the empty-cluster splits.
-    n_iter, max_points_per_centroid, init, backend
+    n_iter, max_points_per_centroid, init, n_init, backend
         See :class:`~clusterclip.cluster.KMeans`. The fit uses at most
         ``max_points_per_centroid * n_clusters`` documents (``summary["sample_size"]``).
     batch_size : int
@@ -315,6 +324,7 @@ def cluster(
         n_iter=n_iter,
         max_points_per_centroid=max_points_per_centroid,
         init=init,
+        n_init=n_init,
         backend=backend,
         batch_size=batch_size,
         verbose=progress,
@@ -332,6 +342,7 @@ def cluster(
         "n_iter": int(n_iter),
         "max_points_per_centroid": int(max_points_per_centroid),
         "init": init,
+        "n_init": int(n_init),
         "backend": backend,
         "batch_size": batch_size,
         "engine": engine,
