@@ -3,8 +3,9 @@
 Distances are the squared Euclidean distance between unit vectors,
 ``2 * (1 - cosine)``, so D^2 weighting is weighting by ``1 - max cosine``.
 
-``k-means++`` (Arthur & Vassilvitskii 2007)
-    exact D^2 sampling, one centre at a time. Each step is a pass over the
+``k-means++`` (Arthur & Vassilvitskii 2007, greedy variant as in scikit-learn)
+    D^2 sampling, one centre at a time, keeping the best of ``2 + ln K``
+    candidates per step. Each step is a pass over the
     candidate pool, so the pool is a random subset of ``max(8 * K, 8192)`` rows
     of the fit sample; the pool size is reported.
 ``afk-mc2`` (Bachem et al. 2016)
@@ -44,20 +45,35 @@ def _pick(rng: np.random.Generator, weights: np.ndarray) -> int:
     )
 
 
-def kmeans_plusplus(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeding under cosine distance; returns row indices of ``X`` (K,).
+def kmeans_plusplus(
+    X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, n_local_trials: int | None = None
+) -> np.ndarray:
+    """Greedy k-means++ seeding under cosine distance; returns row indices of ``X`` (K,).
+
+    Each step draws ``n_local_trials`` candidates by D^2 sampling and keeps the
+    one that lowers the total distance most (``2 + ln K`` trials by default, as
+    scikit-learn does; 1 gives the original k-means++).
 
     >>> X = np.eye(3, dtype=np.float32)
     >>> sorted(kmeans_plusplus(X, 3, np.random.default_rng(0)).tolist())
     [0, 1, 2]
     """
     n = len(X)
+    trials = n_local_trials or 2 + int(np.log(n_clusters))
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
     distance = np.maximum(1.0 - X @ X[chosen[0]], 0.0).astype(np.float32)
     for step in range(1, n_clusters):
-        chosen[step] = _pick(rng, distance)
-        np.minimum(distance, np.maximum(1.0 - X @ X[chosen[step]], 0.0), out=distance)
+        cumulative = np.cumsum(distance, dtype=np.float64)
+        if cumulative[-1] > 0:
+            draws = rng.random(trials) * cumulative[-1]
+            candidates = np.minimum(np.searchsorted(cumulative, draws, side="right"), n - 1)
+        else:  # every row coincides with a centre: any row will do
+            candidates = rng.integers(n, size=trials)
+        updated = np.minimum(distance[None, :], np.maximum(1.0 - X[candidates] @ X.T, 0.0))
+        best = int(np.argmin(updated.sum(axis=1, dtype=np.float64)))
+        chosen[step] = candidates[best]
+        distance = updated[best]
     return chosen
 
 
@@ -120,6 +136,21 @@ def seed_centroids(
     >>> C.shape, info["init"]
     ((2, 3), 'random')
     """
+    try:  # the seeding is many small products: one BLAS thread is faster than several
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        limits = contextlib.nullcontext()
+    else:
+        limits = threadpool_limits(1)
+    with limits:
+        return _seed(X, n_clusters, init, rng)
+
+
+def _seed(
+    X: np.ndarray, n_clusters: int, init: str, rng: np.random.Generator
+) -> tuple[np.ndarray, dict[str, int | str]]:
     if init == "k-means++":
         pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, _POOL_MIN))
         subset = np.sort(rng.choice(len(X), pool, replace=False)) if pool < len(X) else None
