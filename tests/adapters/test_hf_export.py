@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from clusterclip.errors import ClusterClipError
-from product_support import make_workdir
+from tests.product_support import make_workdir
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 
 from clusterclip.errors import ClusterClipError
 from clusterclip.report import build_report
-from product_support import make_workdir
+from tests.product_support import make_workdir
 
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None

@@ -1,10 +1,7 @@
-"""Adapters that feed a schedule to trainers: PyTorch, Hugging Face datasets, exports.
+"""Consumers of a schedule: training-framework adapters.
 
-- ``clusterclip.adapters.torch``: ``ClusterClipSampler`` (a distributed-aware,
-  resumable ``torch.utils.data.Sampler``).
-- ``clusterclip.adapters.hf``: ``apply_schedule`` and ``ScheduledIterableDataset``.
-- ``clusterclip.adapters.export``: ordered jsonl shards and a Megatron-style
-  ``.npy`` sample index.
-
-Each module imports its framework only when used.
+``clusterclip.adapters.torch.ClusterClipSampler`` is a ``torch.utils.data.Sampler``
+(when torch is installed) that streams the global schedule for one rank and
+resumes from ``consumed_samples``. Sub-modules import their framework only
+when they are imported themselves; this package imports nothing.
 """
