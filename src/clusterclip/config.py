@@ -78,69 +78,179 @@ class Option:
 
 #: Every option, in documentation order.
 OPTIONS: tuple[Option, ...] = (
-    Option("", "inputs", "list_str", [], "Corpus files, directories or globs (.jsonl, "
-           ".jsonl.gz, .jsonl.zst, .parquet). Positional on the command line.", cli=False),
-    Option("", "workdir", "str", None, "Work directory holding every stage's outputs.",
-           cli=False),
+    Option(
+        "",
+        "inputs",
+        "list_str",
+        [],
+        "Corpus files, directories or globs (.jsonl, "
+        ".jsonl.gz, .jsonl.zst, .parquet). Positional on the command line.",
+        cli=False,
+    ),
+    Option("", "workdir", "str", None, "Work directory holding every stage's outputs.", cli=False),
     Option("", "seed", "int", 0, "Seed of every random choice (k-means init, schedule)."),
-    Option("", "engine", "str", "local", "Where embed and cluster run: in-process, or on a "
-           "Ray cluster.", choices=("local", "ray")),
+    Option(
+        "",
+        "engine",
+        "str",
+        "local",
+        "Where embed and cluster run: in-process, or on a Ray cluster.",
+        choices=("local", "ray"),
+    ),
     # embed
-    Option("embed", "encoder", "str", "sentence-transformers", "Text encoder family.",
-           choices=("sentence-transformers", "static", "tfidf")),
-    Option("embed", "model", "str", None, "Model name or path (default: all-MiniLM-L6-v2 for "
-           "sentence-transformers)."),
-    Option("embed", "text_field", "str", None, "Record field holding the text (default: "
-           "`content`, else `text`)."),
-    Option("embed", "id_field", "str", None, "Record field holding the id (default: `id` if "
-           "present)."),
+    Option(
+        "embed",
+        "encoder",
+        "str",
+        "sentence-transformers",
+        "Text encoder family.",
+        choices=("sentence-transformers", "static", "tfidf"),
+    ),
+    Option(
+        "embed",
+        "model",
+        "str",
+        None,
+        "Model name or path (default: all-MiniLM-L6-v2 for sentence-transformers).",
+    ),
+    Option(
+        "embed",
+        "text_field",
+        "str",
+        None,
+        "Record field holding the text (default: `content`, else `text`).",
+    ),
+    Option(
+        "embed", "id_field", "str", None, "Record field holding the id (default: `id` if present)."
+    ),
     Option("embed", "batch_size", "int", None, "Encoder batch size (default: encoder's)."),
-    Option("embed", "max_length", "int", None, "Truncate texts to this many tokens (default: "
-           "encoder's)."),
-    Option("embed", "device", "str", "auto", "`auto` (CUDA when available), `cpu`, `cuda`, "
-           "`cuda:1`, ..."),
-    Option("embed", "precision", "str", "auto", "Transformer compute precision.",
-           choices=("auto", "float32", "bfloat16", "float16")),
-    Option("embed", "strict", "bool", False, "Fail at the first bad record instead of "
-           "listing it in rejects.jsonl."),
-    Option("embed", "shard_size", "int", None, "Documents per embedding shard (default: "
-           "embed stage's, 20000)."),
-    Option("embed", "trust_remote_code", "bool", False, "Allow models that ship their own "
-           "code (e.g. jina-embeddings-v2)."),
-    Option("embed", "engine_options", "table", None, "Extra settings for the Ray engine "
-           "(TOML table only, e.g. {num_gpus = 1, concurrency = 4}).", cli=False),
+    Option(
+        "embed",
+        "max_length",
+        "int",
+        None,
+        "Truncate texts to this many tokens (default: encoder's).",
+    ),
+    Option(
+        "embed",
+        "device",
+        "str",
+        "auto",
+        "`auto` (CUDA when available), `cpu`, `cuda`, `cuda:1`, ...",
+    ),
+    Option(
+        "embed",
+        "precision",
+        "str",
+        "auto",
+        "Transformer compute precision.",
+        choices=("auto", "float32", "bfloat16", "float16"),
+    ),
+    Option(
+        "embed",
+        "strict",
+        "bool",
+        False,
+        "Fail at the first bad record instead of listing it in rejects.jsonl.",
+    ),
+    Option(
+        "embed",
+        "shard_size",
+        "int",
+        None,
+        "Documents per embedding shard (default: embed stage's, 20000).",
+    ),
+    Option(
+        "embed",
+        "trust_remote_code",
+        "bool",
+        False,
+        "Allow models that ship their own code (e.g. jina-embeddings-v2).",
+    ),
+    Option(
+        "embed",
+        "engine_options",
+        "table",
+        None,
+        "Extra settings for the Ray engine "
+        "(TOML table only, e.g. {num_gpus = 1, concurrency = 4}).",
+        cli=False,
+    ),
     # cluster
     Option("cluster", "n_clusters", "int", None, "Number of k-means clusters K (required)."),
     Option("cluster", "n_iter", "int", 20, "k-means iterations."),
-    Option("cluster", "max_points_per_centroid", "int", 256, "Training subsample: at most "
-           "this many points per centroid."),
-    Option("cluster", "init", "str", "k-means++", "Centroid initialisation (`k-means++` or "
-           "`random`)."),
-    Option("cluster", "backend", "str", "auto", "k-means implementation (`auto` picks faiss "
-           "when installed)."),
+    Option(
+        "cluster",
+        "max_points_per_centroid",
+        "int",
+        256,
+        "Training subsample: at most this many points per centroid.",
+    ),
+    Option(
+        "cluster", "init", "str", "k-means++", "Centroid initialisation (`k-means++` or `random`)."
+    ),
+    Option(
+        "cluster",
+        "backend",
+        "str",
+        "auto",
+        "k-means implementation (`auto` picks faiss when installed).",
+    ),
     # schedule
-    Option("schedule", "policy", "str", "clusterclip", "Sampling policy.",
-           choices=("clusterclip", "uniform", "temperature", "random")),
-    Option("schedule", "max_repeats", "int_or_none", 4, "Repetition cap R per document "
-           "(`none`: no cap)."),
+    Option(
+        "schedule",
+        "policy",
+        "str",
+        "clusterclip",
+        "Sampling policy.",
+        choices=("clusterclip", "uniform", "temperature", "random"),
+    ),
+    Option(
+        "schedule",
+        "max_repeats",
+        "int_or_none",
+        4,
+        "Repetition cap R per document (`none`: no cap).",
+    ),
     Option("schedule", "num_samples", "int", None, "Budget: schedule length in documents."),
-    Option("schedule", "num_tokens", "int", None, "Budget: tokens (uses the encoder's "
-           "token counts)."),
-    Option("schedule", "epochs", "float", None, "Budget: E x usable documents (default 1 "
-           "when no budget is given)."),
-    Option("schedule", "alpha", "float", None, "Temperature policy exponent: weights "
-           "|C_k|^alpha."),
-    Option("schedule", "order", "str", "online", "`online`: the paper's clip (small "
-           "clusters early); `planned`: per-cluster draws planned, spread evenly.",
-           choices=("online", "planned")),
-    Option("schedule", "on_exhausted", "str", "stop", "When every cluster is clipped before "
-           "the budget: stop early, continue randomly, or fail.",
-           choices=("stop", "random", "error")),
-    Option("schedule", "cluster_weights", "list_float", None, "Custom weight per cluster "
-           "(TOML list only).", cli=False),
+    Option(
+        "schedule", "num_tokens", "int", None, "Budget: tokens (uses the encoder's token counts)."
+    ),
+    Option(
+        "schedule",
+        "epochs",
+        "float",
+        None,
+        "Budget: E x usable documents (default 1 when no budget is given).",
+    ),
+    Option("schedule", "alpha", "float", None, "Temperature policy exponent: weights |C_k|^alpha."),
+    Option(
+        "schedule",
+        "order",
+        "str",
+        "online",
+        "`online`: the paper's clip (small "
+        "clusters early); `planned`: per-cluster draws planned, spread evenly.",
+        choices=("online", "planned"),
+    ),
+    Option(
+        "schedule",
+        "on_exhausted",
+        "str",
+        "stop",
+        "When every cluster is clipped before the budget: stop early, continue randomly, or fail.",
+        choices=("stop", "random", "error"),
+    ),
+    Option(
+        "schedule",
+        "cluster_weights",
+        "list_float",
+        None,
+        "Custom weight per cluster (TOML list only).",
+        cli=False,
+    ),
     # report
-    Option("report", "enabled", "bool", True, "Write report.html / report.json / PNGs at "
-           "the end."),
+    Option("report", "enabled", "bool", True, "Write report.html / report.json / PNGs at the end."),
     Option("report", "n_slices", "int", 50, "Slices of training in the dynamics figure."),
     Option("report", "n_keywords", "int", 8, "Keywords per cluster in the report table."),
 )
@@ -151,17 +261,18 @@ SECTIONS = ("embed", "cluster", "schedule", "report")
 
 def _fields(section: str) -> list[Any]:
     return [
-        field(default_factory=lambda o=o: o.default) if isinstance(o.default, (list, dict))
+        field(default_factory=lambda o=o: o.default)
+        if isinstance(o.default, (list, dict))
         else field(default=o.default)
-        for o in OPTIONS if o.section == section
+        for o in OPTIONS
+        if o.section == section
     ]
 
 
 def _section_class(name: str, section: str, doc: str) -> type:
     spec = [
-        (o.name, Any, f) for o, f in zip(
-            [o for o in OPTIONS if o.section == section], _fields(section), strict=True
-        )
+        (o.name, Any, f)
+        for o, f in zip([o for o in OPTIONS if o.section == section], _fields(section), strict=True)
     ]
     cls = dataclasses.make_dataclass(name, spec, frozen=True, kw_only=True)
     cls.__module__ = __name__
@@ -220,15 +331,19 @@ def _check_value(option: Option, value: Any, where: str) -> Any:
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
         "bool": isinstance(value, bool),
-        "list_str": isinstance(value, (list, tuple)) and all(isinstance(v, (str, os.PathLike))
-                                                             for v in value),
-        "list_float": isinstance(value, (list, tuple)) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+        "list_str": isinstance(value, (list, tuple))
+        and all(isinstance(v, (str, os.PathLike)) for v in value),
+        "list_float": isinstance(value, (list, tuple))
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
         "table": isinstance(value, dict),
     }[kind]
     if not ok:
-        raise invalid(name, f"of type {option.kind.replace('_', ' ')}{where}", value,
-                      f"Default: {option.default!r}.")
+        raise invalid(
+            name,
+            f"of type {option.kind.replace('_', ' ')}{where}",
+            value,
+            f"Default: {option.default!r}.",
+        )
     if option.choices and value not in option.choices:
         raise invalid(name, f"one of {', '.join(option.choices)}{where}", value)
     if kind == "float":
@@ -366,8 +481,13 @@ def options_table() -> str:
     """The Markdown table of every option (used for docs/configuration.md)."""
     rows = ["| TOML key | command line | type | default | meaning |", "|---|---|---|---|---|"]
     for o in OPTIONS:
-        flag = "positional `INPUT...`" if o.name == "inputs" else (
-            "`--workdir`" if o.name == "workdir" else (f"`{o.flag}`" if o.cli else "TOML only"))
+        flag = (
+            "positional `INPUT...`"
+            if o.name == "inputs"
+            else (
+                "`--workdir`" if o.name == "workdir" else (f"`{o.flag}`" if o.cli else "TOML only")
+            )
+        )
         kind = o.kind.replace("_", " ")
         if o.choices:
             kind = " \\| ".join(f"`{c}`" for c in o.choices)

@@ -104,7 +104,11 @@ class _Runner:
         recorded = self.recorded.get(stage)
         missing = [n for n in _OUTPUTS[stage] if not (self.workdir / n).exists()]
         if recorded is not None and recorded.get("spec") != spec:
-            return True, "; ".join(_changes(recorded.get("spec", {}), spec)) or "spec changed", False
+            return (
+                True,
+                "; ".join(_changes(recorded.get("spec", {}), spec)) or "spec changed",
+                False,
+            )
         if entry is None:
             if recorded is not None and not recorded.get("complete"):
                 return True, "previous run stopped before the end: resuming", True
@@ -181,7 +185,9 @@ def plan_budget(options: Any, n_usable: int) -> dict[str, int | None]:
     given = [k for k in ("num_samples", "num_tokens", "epochs") if getattr(options, k) is not None]
     if len(given) > 1:
         raise invalid(
-            "budget", "one of num_samples, num_tokens, epochs", {k: getattr(options, k) for k in given},
+            "budget",
+            "one of num_samples, num_tokens, epochs",
+            {k: getattr(options, k) for k in given},
             "Give exactly one budget (a command-line budget flag replaces the config file's).",
         )
     if options.num_tokens is not None:
@@ -251,9 +257,12 @@ def run(
     if inputs is not None:
         config = dataclasses.replace(
             config,
-            inputs=[os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike))
-                                           else inputs)]
-            if isinstance(inputs, (str, os.PathLike, list, tuple)) else config.inputs,
+            inputs=[
+                os.fspath(p)
+                for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+            ]
+            if isinstance(inputs, (str, os.PathLike, list, tuple))
+            else config.inputs,
         )
         source: Any = inputs
     else:
@@ -265,14 +274,23 @@ def run(
             config, cluster=dataclasses.replace(config.cluster, n_clusters=n_clusters)
         )
     if not source:
-        raise invalid("inputs", "at least one corpus file, directory or glob", source,
-                      "Pass INPUT... on the command line or `inputs = [...]` in the config.")
+        raise invalid(
+            "inputs",
+            "at least one corpus file, directory or glob",
+            source,
+            "Pass INPUT... on the command line or `inputs = [...]` in the config.",
+        )
     if not config.workdir:
-        raise invalid("workdir", "a directory path", config.workdir,
-                      "Pass --workdir W (created if missing).")
+        raise invalid(
+            "workdir", "a directory path", config.workdir, "Pass --workdir W (created if missing)."
+        )
     if config.cluster.n_clusters is None:
-        raise invalid("n_clusters", "an int in [1, inf)", None,
-                      "Pass --n-clusters K (a few hundred documents per cluster is typical).")
+        raise invalid(
+            "n_clusters",
+            "an int in [1, inf)",
+            None,
+            "Pass --n-clusters K (a few hundred documents per cluster is typical).",
+        )
     workdir_path = Path(config.workdir)
     workdir_path.mkdir(parents=True, exist_ok=True)
     runner = _Runner(workdir_path, log or (lambda line: None))
@@ -299,10 +317,12 @@ def run(
     from clusterclip.cluster import cluster
 
     cluster_kwargs = _cluster_kwargs(config)
-    spec = _jsonable({
-        "options": cluster_kwargs,
-        "upstream": _upstream(workdir_path, ["embed.documents", "embed.embeddings"]),
-    })
+    spec = _jsonable(
+        {
+            "options": cluster_kwargs,
+            "upstream": _upstream(workdir_path, ["embed.documents", "embed.embeddings"]),
+        }
+    )
     go, why, _resume = runner.decide("cluster", spec)
     if go:
         runner.start("cluster", spec)
@@ -324,8 +344,9 @@ def run(
     schedule_options.update(budget)
     schedule_options["seed"] = config.seed
     upstream_keys = ["cluster.clusters"] + (["embed.documents"] if budget["num_tokens"] else [])
-    spec = _jsonable({"options": schedule_options,
-                      "upstream": _upstream(workdir_path, upstream_keys)})
+    spec = _jsonable(
+        {"options": schedule_options, "upstream": _upstream(workdir_path, upstream_keys)}
+    )
     go, why, _resume = runner.decide("schedule", spec)
     schedule_path = workdir_path / "schedule.npy"
     if go:
@@ -342,12 +363,16 @@ def run(
     if config.report.enabled:
         from clusterclip.report import build_report
 
-        report_options = {"n_slices": config.report.n_slices,
-                          "n_keywords": config.report.n_keywords}
-        spec = _jsonable({
-            "options": report_options,
-            "upstream": _upstream(workdir_path, ["cluster.clusters", "schedule.schedule"]),
-        })
+        report_options = {
+            "n_slices": config.report.n_slices,
+            "n_keywords": config.report.n_keywords,
+        }
+        spec = _jsonable(
+            {
+                "options": report_options,
+                "upstream": _upstream(workdir_path, ["cluster.clusters", "schedule.schedule"]),
+            }
+        )
         go, why, _resume = runner.decide("report", spec)
         if go:
             runner.start("report", spec)
@@ -364,16 +389,18 @@ def run(
     import json
 
     sidecar = json.loads((workdir_path / "schedule.json").read_text("utf-8"))
-    result.update({
-        "stages": runner.report,
-        "n_documents": int(len(labels)),
-        "n_usable": n_usable,
-        "n_clusters": int(labels.max()) + 1 if n_usable else 0,
-        "budget": budget,
-        "schedule": {"config": sidecar.get("config", {}), "stats": sidecar.get("stats", {})},
-        "schedule_path": str(schedule_path),
-        "report_path": str(report_path) if report_path else None,
-    })
+    result.update(
+        {
+            "stages": runner.report,
+            "n_documents": int(len(labels)),
+            "n_usable": n_usable,
+            "n_clusters": int(labels.max()) + 1 if n_usable else 0,
+            "budget": budget,
+            "schedule": {"config": sidecar.get("config", {}), "stats": sidecar.get("stats", {})},
+            "schedule_path": str(schedule_path),
+            "report_path": str(report_path) if report_path else None,
+        }
+    )
     return result
 
 

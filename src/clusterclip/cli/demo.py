@@ -28,12 +28,20 @@ N_VERSES = 31_102
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from clusterclip.cli.run import add_stage_arguments
 
-    parser.add_argument("--workdir", type=Path, default=Path("clusterclip-demo"),
-                        help="work directory (default: ./clusterclip-demo)")
-    parser.add_argument("--sample", type=int, default=None, metavar="N",
-                        help="use N verses spread evenly over the Bible instead of all 31,102")
-    parser.set_defaults(cluster__n_clusters=50, schedule__max_repeats=2,
-                        schedule__epochs=1.0)
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("clusterclip-demo"),
+        help="work directory (default: ./clusterclip-demo)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="use N verses spread evenly over the Bible instead of all 31,102",
+    )
+    parser.set_defaults(cluster__n_clusters=50, schedule__max_repeats=2, schedule__epochs=1.0)
     add_stage_arguments(parser)
     # Shown defaults of the demo differ from `clusterclip run`'s.
     for action in parser._actions:
@@ -89,10 +97,15 @@ def run(args: argparse.Namespace) -> int:
         source = Path(bundled)
         if args.sample is not None:
             source = write_sample(source, workdir / f"kjv-sample-{args.sample}.jsonl", args.sample)
-        print(f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
-              f"{config.cluster.n_clusters} clusters, work directory {workdir}", flush=True)
+        print(
+            f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
+            f"{config.cluster.n_clusters} clusters, work directory {workdir}",
+            flush=True,
+        )
         result = run_pipeline(
-            [str(source)], workdir=workdir, config=config,
+            [str(source)],
+            workdir=workdir,
+            config=config,
             log=lambda line: print(line, flush=True),
         )
     print_summary(result, time.perf_counter() - began)

@@ -45,8 +45,9 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...
         "": parser.add_argument_group("run"),
         "embed": parser.add_argument_group("embed"),
         "cluster": parser.add_argument_group("cluster"),
-        "schedule": parser.add_argument_group("schedule (budget: one of --num-samples, "
-                                              "--num-tokens, --epochs)"),
+        "schedule": parser.add_argument_group(
+            "schedule (budget: one of --num-samples, --num-tokens, --epochs)"
+        ),
         "report": parser.add_argument_group("report"),
     }
     for option in OPTIONS:
@@ -58,13 +59,23 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...
         shown = f" (default: {default})" if default not in (None, [], "") else ""
         common: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS}
         if option.kind == "bool":
-            group.add_argument(option.flag, action="store_const", const=not default,
-                               help=option.help + shown, **common)
+            group.add_argument(
+                option.flag,
+                action="store_const",
+                const=not default,
+                help=option.help + shown,
+                **common,
+            )
             continue
         kind = {"int": int, "float": float, "str": str, "int_or_none": _max_repeats}[option.kind]
-        group.add_argument(option.flag, type=kind, choices=option.choices,
-                           metavar=option.name.upper() if not option.choices else None,
-                           help=option.help + shown, **common)
+        group.add_argument(
+            option.flag,
+            type=kind,
+            choices=option.choices,
+            metavar=option.name.upper() if not option.choices else None,
+            help=option.help + shown,
+            **common,
+        )
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -80,13 +91,21 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="*", metavar="INPUT",
-                        help="corpus files, directories or globs (.jsonl, .jsonl.gz, "
-                        ".jsonl.zst, .parquet)")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="work directory (created if missing)")
-    parser.add_argument("--config", type=Path, default=None,
-                        help="TOML file with any of the options below (flags override it)")
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="corpus files, directories or globs (.jsonl, .jsonl.gz, .jsonl.zst, .parquet)",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="work directory (created if missing)"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="TOML file with any of the options below (flags override it)",
+    )
     add_stage_arguments(parser)
 
 
@@ -114,25 +133,36 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
     print()
     print(f"clusterclip run: done in {seconds:.1f} s  ({actions})")
     print(f"work directory: {workdir}")
-    print(f"documents:   {result['n_documents']:,} read, {result['n_usable']:,} usable, "
-          f"{result['n_documents'] - result['n_usable']:,} excluded (see rejects.jsonl)")
+    print(
+        f"documents:   {result['n_documents']:,} read, {result['n_usable']:,} usable, "
+        f"{result['n_documents'] - result['n_usable']:,} excluded (see rejects.jsonl)"
+    )
     config = result["schedule"]["config"]
     stats = result["schedule"]["stats"]
     budget = result["budget"]
-    budget_text = (f"{budget['num_tokens']:,} tokens" if budget["num_tokens"]
-                   else f"{budget['num_samples']:,} documents")
-    print(f"schedule:    {result['schedule_path']}  policy {config.get('policy')}, "
-          f"max_repeats {config.get('max_repeats')}, order {config.get('order')}, "
-          f"seed {config.get('seed')}")
+    budget_text = (
+        f"{budget['num_tokens']:,} tokens"
+        if budget["num_tokens"]
+        else f"{budget['num_samples']:,} documents"
+    )
+    print(
+        f"schedule:    {result['schedule_path']}  policy {config.get('policy')}, "
+        f"max_repeats {config.get('max_repeats')}, order {config.get('order')}, "
+        f"seed {config.get('seed')}"
+    )
     n_draws = stats.get("n_draws")
     met = stats.get("budget_met", True)
-    print(f"  budget {budget_text}: {n_draws if n_draws is None else f'{n_draws:,}'} draws"
-          + ("" if met else "  (stopped early: every cluster was clipped; see on_exhausted)"))
+    print(
+        f"  budget {budget_text}: {n_draws if n_draws is None else f'{n_draws:,}'} draws"
+        + ("" if met else "  (stopped early: every cluster was clipped; see on_exhausted)")
+    )
     if result.get("report_path"):
         print_report_summary(Path(result["report_path"]))
         print(f"open the report: file://{Path(result['report_path']).resolve()}")
-    print("feed a trainer: clusterclip.adapters.torch.ClusterClipSampler, "
-          "clusterclip.adapters.hf, or `clusterclip export` (docs/adapters.md)")
+    print(
+        "feed a trainer: clusterclip.adapters.torch.ClusterClipSampler, "
+        "clusterclip.adapters.hf, or `clusterclip export` (docs/adapters.md)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
