@@ -85,7 +85,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     found = {}
     for option in OPTIONS:
         dest = option.key.replace(".", "__")
-        if hasattr(args, dest):
+        if option.cli and hasattr(args, dest):
             found[option.key] = getattr(args, dest)
     return found
 
