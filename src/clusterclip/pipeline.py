@@ -119,7 +119,14 @@ class _Runner:
             return True, "previous run stopped before the end: resuming", True
         if missing:
             return True, f"outputs missing ({', '.join(missing)})", False
-        stale = check_upstream(self.workdir, stage, entry.get("inputs", {}))
+        # Only inputs that are other stages' outputs ("cluster.clusters"); the embed
+        # stage's inputs are corpus files, compared through the spec above.
+        upstream = (
+            {}
+            if stage == "embed"
+            else {k: v for k, v in entry.get("inputs", {}).items() if k.partition(".")[0] in STAGES}
+        )
+        stale = check_upstream(self.workdir, stage, upstream)
         if stale:
             return True, "; ".join(stale), False
         return False, "up to date", False
