@@ -71,6 +71,8 @@ class Option:
     @property
     def flag(self) -> str:
         base = self.name.replace("_", "-")
+        if self.kind == "table":
+            return f"--{base.removesuffix('s')}"
         if self.kind == "bool" and self.default is True:
             return f"--no-{base}" if self.section != "report" else "--no-report"
         return f"--{base}"
@@ -172,9 +174,10 @@ OPTIONS: tuple[Option, ...] = (
         "engine_options",
         "table",
         None,
-        "Extra settings for the Ray engine "
-        "(TOML table only, e.g. {num_gpus = 1, concurrency = 4}).",
-        cli=False,
+        "Settings of the Ray engine (`address`, `num_workers`, `num_gpus_per_worker`, "
+        "`num_cpus_per_worker`, `num_cpus`, `max_in_flight`), e.g. TOML "
+        '`{address = "auto", num_gpus_per_worker = 1}`; command line: repeat '
+        "`--engine-option KEY=VALUE`.",
     ),
     # cluster
     Option("cluster", "n_clusters", "int", None, "Number of k-means clusters K (required)."),

@@ -188,3 +188,22 @@ def test_every_flag_is_accepted_by_the_parser():
         "schedule.on_exhausted": "random",
     }
     assert re.match(r"--", [o for o in OPTIONS if o.cli][0].flag)
+
+
+def test_engine_options_from_the_command_line():
+    from clusterclip.cli.run import build_config
+
+    args = _parse(
+        [
+            "x.jsonl",
+            "--engine",
+            "ray",
+            "--engine-option",
+            "address=auto",
+            "--engine-option",
+            "num_gpus_per_worker=1",
+        ]
+    )
+    config = build_config(args)
+    assert config.engine == "ray"
+    assert config.embed.engine_options == {"address": "auto", "num_gpus_per_worker": 1}

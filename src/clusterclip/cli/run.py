@@ -33,6 +33,18 @@ def _max_repeats(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected an int or 'none', got {text!r}") from error
 
 
+def _key_value(text: str) -> tuple[str, Any]:
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)  # numbers, true/false, null, quoted strings
+    except json.JSONDecodeError:
+        return key, value
+
+
 def add_stage_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
     """One flag per command-line option of :data:`clusterclip.config.OPTIONS`.
 
@@ -67,6 +79,16 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...
                 **common,
             )
             continue
+        if option.kind == "table":
+            group.add_argument(
+                option.flag,
+                type=_key_value,
+                action="append",
+                metavar="KEY=VALUE",
+                help=option.help,
+                **common,
+            )
+            continue
         kind = {"int": int, "float": float, "str": str, "int_or_none": _max_repeats}[option.kind]
         group.add_argument(
             option.flag,
@@ -86,7 +108,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     for option in OPTIONS:
         dest = option.key.replace(".", "__")
         if option.cli and hasattr(args, dest):
-            found[option.key] = getattr(args, dest)
+            value = getattr(args, dest)
+            found[option.key] = dict(value) if option.kind == "table" else value
     return found
 
 
