@@ -437,7 +437,7 @@ def _build_schedule(
         workdir,
         "schedule",
         {
-            "config": _jsonable(options),
+            "config": _jsonable(schedule.config.to_dict()),
             "inputs": _upstream(workdir, upstream_keys),
             "outputs": {"schedule": fingerprint_file(path)},
             "versions": versions(),
