@@ -52,10 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sample",
-        type=int,
-        default=None,
-        metavar="N",
-        help="use N verses spread evenly over the Bible instead of all 31,102",
+        type=_sample,
+        default=DEFAULT_SAMPLE,
+        metavar="N|all",
+        help=f"embed N verses spread evenly over the Bible, or `all` 31,102 "
+        f"(default: {DEFAULT_SAMPLE:,})",
     )
     parser.set_defaults(cluster__n_clusters=50, schedule__max_repeats=2, schedule__epochs=1.0)
     add_stage_arguments(parser)
