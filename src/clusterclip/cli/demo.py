@@ -85,7 +85,7 @@ def write_sample(source: Path, target: Path, n: int) -> Path:
     from clusterclip.workdir import atomic_write_bytes
 
     if not 1 <= n <= N_VERSES:
-        raise invalid("sample", f"an int in [1, {N_VERSES}]", n, "Omit --sample for all verses.")
+        raise invalid("sample", f"an int in [1, {N_VERSES}]", n, "Pass --sample all for every verse.")
     with gzip.open(source, "rb") as handle:
         lines = handle.read().splitlines(keepends=True)
     keep = {int(i * len(lines) / n) for i in range(n)}
