@@ -176,6 +176,9 @@ def compute_report_data(
     usable = labels >= 0
     n_usable = int(usable.sum())
     n_clusters = int(labels.max()) + 1 if n_usable else 0
+    centroids = workdir / "centroids.npy"
+    if centroids.exists():  # clusters left empty after assignment still count
+        n_clusters = max(n_clusters, int(np.load(centroids, mmap_mode="r").shape[0]))
     sizes = np.bincount(labels[usable], minlength=n_clusters).astype(np.int64)
     total = len(indices)
     config = dict(meta.get("config", {}))
