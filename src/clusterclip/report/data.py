@@ -195,7 +195,10 @@ def compute_report_data(
     # One streaming pass: draws per document, draws per cluster, dynamics per slice.
     n_slices = max(1, min(n_slices, total)) if total else 0
     slice_edges = np.linspace(0, total, n_slices + 1).astype(np.int64) if total else np.zeros(1)
+    # Rarest clusters among the non-empty ones (an empty cluster is never drawn).
     ascending = np.argsort(sizes, kind="stable")
+    ascending = ascending[sizes[ascending] > 0]
+    n_nonempty = len(ascending)
     rare10 = np.zeros(n_clusters, dtype=bool)
     rare10[_rarest(ascending, 0.10)] = True
     rare50 = np.zeros(n_clusters, dtype=bool)
@@ -248,7 +251,7 @@ def compute_report_data(
     inspected = _inspect(workdir, n_clusters, n_keywords=n_keywords, n_examples=n_examples)
 
     random_share = sizes / n_usable if n_usable else np.zeros(n_clusters)
-    uniform_share = np.full(n_clusters, 1.0 / n_clusters) if n_clusters else np.zeros(0)
+    uniform_share = np.where(sizes > 0, 1.0 / max(n_nonempty, 1), 0.0)
     policy_share = draws / total if total else np.zeros(n_clusters)
     by_size = np.argsort(-sizes, kind="stable")
     clusters_table = []
@@ -339,8 +342,8 @@ def compute_report_data(
             "policy_share_rarest_50pct": float(draws[r50].sum() / total) if total else 0.0,
             "random_share_rarest_10pct": float(random_share[r10].sum()) if n_clusters else 0.0,
             "random_share_rarest_50pct": float(random_share[r50].sum()) if n_clusters else 0.0,
-            "uniform_share_rarest_10pct": float(len(r10) / n_clusters) if n_clusters else 0.0,
-            "uniform_share_rarest_50pct": float(len(r50) / n_clusters) if n_clusters else 0.0,
+            "uniform_share_rarest_10pct": float(len(r10) / max(n_nonempty, 1)),
+            "uniform_share_rarest_50pct": float(len(r50) / max(n_nonempty, 1)),
         },
         "clip_events": clip_events,
         "repetitions": {
