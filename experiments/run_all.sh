@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The exact runs behind docs/results.md (2-core CPU machine, shared; ~1 h in total).
+#
+# Two corpora (kjv, fortunes) x two regimes (1 epoch, ~4 epochs over the training
+# pool) at an equal token budget with identical hyper-parameters. Runs go seed-major:
+# first seed 0 of every policy everywhere, then seeds 1 and 2 of the main comparison
+# (random, uniform, clusterclip-r4, planned-r4), so whatever finishes is balanced.
+# Each finished run is appended to experiments/results/<corpus>/results.jsonl at once;
+# rerunning this script skips finished runs.
+#
+#   PYTHONPATH=src HF_HUB_OFFLINE=1 bash experiments/run_all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-/work/venv/bin/python}
+WORK=${WORK:-runs}
+RESULTS=${RESULTS:-experiments/results}
+
+# Model, optimiser and budget: identical for every run.
+COMMON=(--encoder=tfidf --n-clusters=12 --tail-span=150 --heldout-per-cluster=16
+        --vocab-size=512 --max-doc-tokens=128
+        --n-layer=2 --n-head=4 --n-embd=64 --context=64 --batch-size=8 --lr=2e-3
+        --tokens=24576 --eval-points=3 --threads=2)
+# Long-tailed training subsets sized so that the budget is about one epoch.
+KJV=(--corpus=kjv --workdir="$WORK/kjv" --out="$RESULTS/kjv" --tail-docs=540)
+FORTUNES=(--corpus=fortunes --workdir="$WORK/fortunes" --out="$RESULTS/fortunes" --tail-docs=480)
+
+MAIN=random,uniform,clusterclip-r4,planned-r4
+run() {  # run CORPUS_ARRAY_NAME EPOCHS SEEDS POLICIES
+  local -n corpus=$1
+  "$PY" -m clusterclip.experiments.lm "${COMMON[@]}" "${corpus[@]}" \
+    --epochs="$2" --seeds="$3" --policies="$4" 2>&1 | grep --line-buffered -v Warning
+}
+
+for seed in 0 1 2; do
+  if [ "$seed" = 0 ]; then
+    one="$MAIN,clusterclip-r2,temperature-a0.5"
+    four="$MAIN,clusterclip-r8,temperature-a0.5"
+  else
+    one=$MAIN
+    four=$MAIN
+  fi
+  run KJV 1 "$seed" "$one"
+  run KJV 4 "$seed" "$four"
+  run FORTUNES 1 "$seed" "$one"
+  run FORTUNES 4 "$seed" "$four"
+done
