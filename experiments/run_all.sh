@@ -21,8 +21,8 @@ COMMON=(--encoder=tfidf --n-clusters=12 --tail-span=150 --heldout-per-cluster=16
         --n-layer=2 --n-head=4 --n-embd=64 --context=64 --batch-size=8 --lr=2e-3
         --tokens=24576 --eval-points=3 --threads=2)
 # Long-tailed training subsets sized so that the budget is about one epoch.
-KJV=(--corpus=kjv --workdir="$WORK/kjv" --out="$RESULTS/kjv" --tail-docs=540)
-FORTUNES=(--corpus=fortunes --workdir="$WORK/fortunes" --out="$RESULTS/fortunes" --tail-docs=480)
+KJV=(--corpus=kjv --workdir="$WORK/kjv" --out="$RESULTS/kjv" --tail-docs=455)
+FORTUNES=(--corpus=fortunes --workdir="$WORK/fortunes" --out="$RESULTS/fortunes" --tail-docs=340)
 
 MAIN=random,uniform,clusterclip-r4,planned-r4
 run() {  # run CORPUS_ARRAY_NAME EPOCHS SEEDS POLICIES

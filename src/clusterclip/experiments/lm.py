@@ -259,8 +259,8 @@ def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
         )
     else:
         keep = data.long_tail_subset(
-            labels, n_docs=cfg.tail_docs, span=cfg.tail_span, seed=cfg.data_seed
-        )
+            labels, n_docs=cfg.tail_docs, span=cfg.tail_span, seed=cfg.data_seed, min_size=1
+        )  # one training document is enough: held-out text comes from the rest
         train = np.flatnonzero(keep)
         heldout = data.heldout_from_rest(
             labels, keep, per_cluster=cfg.heldout_per_cluster, seed=cfg.data_seed
