@@ -131,7 +131,7 @@ def test_metrics_macro_rare_and_natural_weights():
     metrics = evaluate.loss_metrics(
         loss_sum, n_tokens, clusters, rare=np.array([1]), categories=["a", "b", "b"]
     )
-    assert metrics == {"natural": 3.0, "macro": 3.0, "rare": 3.0, "category": 2.5}
+    assert metrics == {"natural": 3.0, "macro": 3.0, "rare": 3.0, "category": 2.625}
     weighted = evaluate.loss_metrics(
         loss_sum, n_tokens, clusters, rare=np.array([1]), natural_weights=np.array([3.0, 1.0])
     )

@@ -102,7 +102,7 @@ def stratified_split(
     --------
     >>> train, heldout = stratified_split(np.array([0, 0, 0, 0, 1, 1, 2]), heldout_fraction=0.25, seed=0)
     >>> len(train), len(heldout)
-    (4, 3)
+    (5, 2)
     """
     if not 0.0 < heldout_fraction <= 0.5:
         raise invalid("heldout_fraction", "a float in (0, 0.5]", heldout_fraction)

@@ -27,7 +27,13 @@ import numpy as np
 
 from clusterclip.errors import require_extra
 
-__all__ = ["document_losses", "format_tables", "loss_metrics", "rare_clusters"]
+__all__ = [
+    "document_losses",
+    "format_dynamics",
+    "format_tables",
+    "loss_metrics",
+    "rare_clusters",
+]
 
 METRICS = ("natural", "macro", "rare", "category", "rare_train", "rare_gap", "near_dup")
 
@@ -198,6 +204,39 @@ def format_tables(records: Sequence[dict], *, baseline: str = "random") -> str:
                 shown = ", ".join(f"{d:+.3f}" for d in diffs)
                 cells.append(f"{_signed(diffs)} ({shown})" if len(diffs) > 1 else shown)
             lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_dynamics(records: Sequence[dict]) -> str:
+    """Markdown table: share of trained tokens from the rarest 25% of clusters per tenth
+    of training (seed 0 where present), with repeats and coverage of the training pool.
+    """
+    lines = []
+    by_regime: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        by_regime[record["regime"]].append(record)
+    for regime, group in by_regime.items():
+        seed = min(r["seed"] for r in group)
+        runs = [r for r in group if r["seed"] == seed]
+        natural = runs[0]["dynamics"]["rare_share_natural"]
+        lines.append(
+            f"\n#### {regime}: rare-cluster token share per tenth of training (seed {seed}; "
+            f"natural share {natural:.1%})\n"
+        )
+        lines.append(
+            "| policy | "
+            + " | ".join(f"{i + 1}" for i in range(10))
+            + " | max repeats | docs seen |"
+        )
+        lines.append("|---" * 13 + "|")
+        for record in runs:
+            shares = record["dynamics"]["rare_share_by_slice"]
+            seen = record["dynamics"]["unique_documents_seen"] / record["pool_documents"]
+            lines.append(
+                f"| {record['policy']} | "
+                + " | ".join(f"{100 * x:.1f}%" for x in shares)
+                + f" | {record['dynamics']['max_repeats_seen']} | {seen:.0%} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -578,7 +578,7 @@ def write_report(out: str | Path) -> str:
     records = read_results(out)
     if not records:
         return "no results yet\n"
-    tables = evaluate.format_tables(records)
+    tables = evaluate.format_tables(records) + evaluate.format_dynamics(records)
     atomic_write_bytes(Path(out) / "results.md", tables.encode())
     try:
         from clusterclip.experiments import plots

@@ -35,8 +35,10 @@ def plot_curves(records: Sequence[dict], path: str | Path, *, title: str = "") -
     for axis, metric in zip(axes, metrics, strict=True):
         for policy in policies:
             runs = [r for r in records if r["policy"] == policy]
-            tokens = np.array([p["tokens"] for p in runs[0]["curve"]])
-            values = np.array([[p[metric] for p in r["curve"]] for r in runs])
+            # the untrained point (tokens = 0, loss ~ log vocab) would flatten the plot
+            points = [p for p in runs[0]["curve"] if p["tokens"] > 0]
+            tokens = np.array([p["tokens"] for p in points])
+            values = np.array([[p[metric] for p in r["curve"] if p["tokens"] > 0] for r in runs])
             label = f"{policy} (n={len(runs)})"
             axis.plot(tokens / 1e3, values.mean(axis=0), marker=".", label=label)
         axis.set_xlabel("training tokens (thousands)")
@@ -66,7 +68,6 @@ def plot_rare_share(records: Sequence[dict], path: str | Path, *, title: str = "
     axis.axhline(natural, color="grey", linestyle=":", label="natural share")
     axis.set_xlabel("fraction of the training budget")
     axis.set_ylabel("share of tokens from rarest 25% clusters")
-    axis.set_yscale("log")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     axis.set_title(title)
