@@ -47,9 +47,9 @@ __all__ = ["OnlineChooser", "Prepared", "ScheduleStream", "block_uniforms"]
 
 NO_CAP = np.iinfo(np.int64).max // 4
 
-#: Positions mapped at once inside a choice block (a performance knob only:
+#: Shortest run of positions mapped at once inside a choice block (a speed knob:
 #: the result does not depend on it).
-SEGMENT = 8192
+SEGMENT = 4096
 
 
 def block_uniforms(seed: int, block: int) -> np.ndarray:
@@ -223,9 +223,14 @@ class OnlineChooser:
         u = None
         pos = 0
         while pos < n:
-            # Map at most one segment at a time: a clip inside it forces a
-            # re-map of the segment's rest, so short segments keep clips cheap.
-            seg_end = min(n, pos + SEGMENT)
+            # Map one segment at a time: a clip inside it forces a re-map of
+            # the segment's rest. Far from any clip (every active cluster has
+            # much room left) a segment is the whole block; near one, it is
+            # short so that the re-map stays cheap. (Speed only: the choices
+            # do not depend on the segmentation.)
+            room_left = int((self.caps[self.active_ids] - self.counts[self.active_ids]).min())
+            length = max(SEGMENT, room_left * self.active_ids.size // 2)
+            seg_end = min(n, pos + length)
             if self.active_ids.size == 1:
                 chosen = np.full(seg_end - pos, self.active_ids[0], dtype=np.int64)
             else:
