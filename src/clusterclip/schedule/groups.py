@@ -43,7 +43,7 @@ PURPOSE_PHASE = 5  # phases of the planned order
 CHOICE_BLOCK = 65536
 
 #: A permutation chunk holds at least this many draws (ceil(C / size) passes).
-PERMUTATION_CHUNK = 512
+PERMUTATION_CHUNK = 2048
 
 
 def passes_per_chunk(size: int) -> int:
@@ -68,8 +68,8 @@ def chunk_permutations(seed: int, purpose: int, key: int, chunk: int, size: int)
 
     Examples
     --------
-    >>> chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600).shape
-    (1, 600)
+    >>> chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600).shape  # 4 passes of 600
+    (4, 600)
     """
     rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
     n_passes = passes_per_chunk(size)
