@@ -307,6 +307,11 @@ class ScheduleStream:
             self.end = self.cluster_end
         self.budget_met = not self.exhausted or config.on_exhausted == "random"
         self.clip_step = np.full(len(prep.weights), -1, dtype=np.int64)
+        # Known before any draw: fail or warn now, never silently.
+        if self.exhausted and config.on_exhausted == "error":
+            raise self._exhausted_error()
+        if self.exhausted and config.on_exhausted == "stop":
+            self._warn_exhausted()
 
     # -- planning ---------------------------------------------------------
     def _capped_tokens(self) -> int:
@@ -379,10 +384,6 @@ class ScheduleStream:
     def blocks(self, start: int = 0) -> Iterator[np.ndarray]:
         """Documents of positions ``start, start+1, ...`` in consecutive arrays."""
         prep, config = self.prep, self.config
-        if self.exhausted and config.on_exhausted == "error":
-            raise self._exhausted_error()
-        if self.exhausted and config.on_exhausted == "stop":
-            self._warn_exhausted()
         block = start // CHOICE_BLOCK
         chooser = None
         if self.planned is None:
@@ -479,5 +480,5 @@ class ScheduleStream:
             "draws; the schedule stops there (on_exhausted='stop'). Pass "
             "on_exhausted='random' to continue with random passes, or raise max_repeats.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,  # _warn_exhausted <- stream <- open_stream <- API <- caller
         )
