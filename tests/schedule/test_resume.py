@@ -12,8 +12,6 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.schedule import build_schedule, iter_schedule
 from clusterclip.schedule.groups import CHOICE_BLOCK
 
-from .conftest import quiet
-
 
 @pytest.fixture(scope="module")
 def long_case():

@@ -209,7 +209,8 @@ class OnlineChooser:
         # Equal weights: floor(u * m) (no table); otherwise the inverse CDF.
         idx = (u * m).astype(np.int64) if self.equal else np.searchsorted(self.cdf, u, side="right")
         np.minimum(idx, m - 1, out=idx)
-        return self.active_ids[idx]
+        # Nothing clipped yet: the i-th active cluster is cluster i.
+        return idx if m == self.n_groups else self.active_ids[idx]
 
     def choose(self, block: int, n: int) -> np.ndarray:
         """Clusters (group index) of the first ``n`` positions of ``block``.

@@ -197,15 +197,15 @@ class Groups:
         for g in np.flatnonzero(single & (first_chunk != self.cached_chunk)):
             self._load(int(g), int(first_chunk[g]))
         start = np.cumsum(per_group) - per_group
-        sorted_groups = np.repeat(np.arange(len(self.sizes)), per_group)
         shift = self.cache_offsets - self.cached_chunk * per_chunk + first - start
-        index = np.arange(n, dtype=np.int64) + shift[sorted_groups]
+        index = np.arange(n, dtype=np.int64)
+        index += np.repeat(shift, per_group)
         crossing = present & ~single
         if crossing.any():
-            slow = np.flatnonzero(crossing[sorted_groups])
+            slow = np.flatnonzero(np.repeat(crossing, per_group))
             index[slow] = 0
             docs = self.cache[index]
-            slow_groups = sorted_groups[slow]
+            slow_groups = np.repeat(np.arange(len(self.sizes)), per_group)[slow]
             docs[slow] = self._lookup_general(slow_groups, slow + (first - start)[slow_groups])
         else:
             docs = self.cache[index]
