@@ -82,8 +82,10 @@ def test_ranks_read_strided_slices_of_the_global_schedule(skewed_labels, world_s
     usable = full.size - full.size % world_size
     for rank in range(world_size):
         sampler = ClusterClipSampler(skewed_labels, rank=rank, world_size=world_size, **kwargs)
+        announced = len(sampler)
         got = list(sampler)
-        assert len(sampler) == len(got) == 0 or True
+        assert announced == len(got) == usable // world_size
+        assert len(sampler) == 0  # everything handed out
         assert got == full[rank:usable:world_size].tolist()
         assert sampler.state_dict()["consumed_samples"] == len(got) * world_size
     loose = [
