@@ -194,8 +194,10 @@ class PlannedOrder:
         within = int(span.sum())
         which = np.repeat(np.arange(len(self.n)), span)
         starts = np.cumsum(span) - span
-        draws = np.arange(within, dtype=np.int64) - np.repeat(starts, span) + low[which]
-        tau = (draws + self.phi[which]) / self.n[which]
+        draws = np.arange(within, dtype=np.int64)
+        draws += np.repeat(low - starts, span)
+        # tau = (j + phi_k) / n_k, the very expression of the definition.
+        tau = (draws + np.repeat(self.phi, span)) / np.repeat(self.n, span)
         order = _sort_by_time(tau)
         skip = t0 - int(low.sum())
         chosen = order[skip : skip + (t1 - t0)]
