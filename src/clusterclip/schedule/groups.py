@@ -71,8 +71,10 @@ def chunk_permutations(seed: int, purpose: int, key: int, chunk: int, size: int)
     >>> chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600).shape  # 4 passes of 600
     (4, 600)
     """
-    rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
     n_passes = passes_per_chunk(size)
+    if size == 1:  # the only permutation of one member: no randomness to draw
+        return np.zeros((n_passes, 1), dtype=np.int64)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
     if n_passes == 1:
         return rng.permutation(size)[None, :]
     return rng.permuted(np.tile(np.arange(size, dtype=np.int64), (n_passes, 1)), axis=1)
