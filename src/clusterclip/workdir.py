@@ -184,8 +184,7 @@ def require_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any]
     if entry is None:
         command = STAGE_COMMANDS.get(stage, f"the {stage} stage")
         raise ClusterClipError(
-            f"work directory {workdir} has no completed `{stage}` stage. "
-            f"Run `{command}` first."
+            f"work directory {workdir} has no completed `{stage}` stage. Run `{command}` first."
         )
     return entry
 
@@ -212,7 +211,5 @@ def check_upstream(
         upstream, _, output = key.partition(".")
         current = manifest.get(upstream, {}).get("outputs", {}).get(output)
         if current != fingerprint:
-            changed.append(
-                f"{key} changed since `{stage}` ran (was {fingerprint}, now {current})"
-            )
+            changed.append(f"{key} changed since `{stage}` ran (was {fingerprint}, now {current})")
     return changed
