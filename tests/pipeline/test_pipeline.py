@@ -91,7 +91,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     assert _actions(more)["embed"] == "skipped"
     assert _actions(more)["cluster"] == _actions(more)["schedule"] == "ran"
     assert "n_clusters: 6 -> 8" in more["stages"]["cluster"]["reason"]
-    assert "upstream" in more["stages"]["schedule"]["reason"]
+    assert "upstream cluster.clusters changed" in more["stages"]["schedule"]["reason"]
     assert more["n_clusters"] == 8
 
     # The corpus changed: every stage is redone.
