@@ -8,7 +8,6 @@ import pytest
 
 pytest.importorskip("clusterclip.embed")
 pytest.importorskip("sentence_transformers")
-pytest.importorskip("clusterclip.cluster.stage", reason="the cluster stage is not merged yet")
 
 
 def test_demo_runs_offline_with_the_default_encoder(tmp_path, capsys, monkeypatch):

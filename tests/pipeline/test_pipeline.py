@@ -14,7 +14,6 @@ from tests.product_support import kjv_records
 
 pytest.importorskip("clusterclip.embed")
 pytest.importorskip("clusterclip.schedule")
-pytest.importorskip("clusterclip.cluster.stage", reason="the cluster stage is not merged yet")
 
 
 def _write_corpus(path, records):
