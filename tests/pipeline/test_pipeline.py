@@ -37,9 +37,8 @@ def _actions(result) -> dict[str, str]:
 
 
 def test_stages_run_skip_and_redo_downstream(tmp_path):
-    from clusterclip.schedule import Schedule
-
     from clusterclip.pipeline import run
+    from clusterclip.schedule import Schedule
 
     records = kjv_records(step=50)  # 623 verses from all 66 books
     corpus = _write_corpus(tmp_path / "kjv.jsonl", records)
