@@ -16,9 +16,10 @@ DESCRIPTION = (
     "example of what ClusterClip does to an imbalanced corpus. A rerun skips finished stages.\n"
     "\n"
     "By default the demo embeds 10,000 verses spread evenly over all 66 books with\n"
-    "all-MiniLM-L6-v2, which takes about 2-3 minutes on 2 CPU cores (the transformer\n"
-    "needs ~20 ms of CPU per verse). `--sample all` embeds all 31,102 verses (about\n"
-    "6 minutes on 2 cores, well under a minute on a GPU); `--encoder tfidf` is fast on any size."
+    "all-MiniLM-L6-v2: about 240-260 CPU-seconds in all (measured), i.e. 2-3 minutes on\n"
+    "2 idle CPU cores (the transformer needs ~24 ms of CPU per verse). `--sample all` embeds\n"
+    "all 31,102 verses (about 3x the embedding work; use --device cuda on a GPU);\n"
+    "`--encoder tfidf` is fast on any size."
 )
 EXAMPLE = """examples:
   clusterclip demo                                  # 10,000 verses, all-MiniLM-L6-v2
