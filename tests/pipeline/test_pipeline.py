@@ -143,3 +143,19 @@ def test_cli_run_with_config_file_and_report(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("[cluster]\nk = 5\n")
     assert main(["run", "--config", str(tmp_path / "bad.toml")]) == 2
     assert "unknown option `cluster.k`" in capsys.readouterr().err
+
+
+def test_a_failed_stage_keeps_the_finished_ones(tmp_path):
+    from clusterclip.pipeline import run
+
+    corpus = _write_corpus(tmp_path / "kjv.jsonl", kjv_records(step=300))
+    workdir = tmp_path / "work"
+    with pytest.raises(ClusterClipError, match="n_clusters"):
+        run([corpus], workdir=workdir, n_clusters=100_000, config=_config())
+    manifest = json.loads((workdir / "manifest.json").read_text())
+    specs = manifest["stages"]["pipeline"]["specs"]
+    assert specs["embed"]["complete"] is True and specs["cluster"]["complete"] is False
+    fixed = run([corpus], workdir=workdir, n_clusters=4, config=_config())
+    assert _actions(fixed)["embed"] == "skipped"
+    assert fixed["stages"]["cluster"]["reason"] == "n_clusters: 100000 -> 4"
+    assert _actions(fixed)["schedule"] == "ran"
