@@ -144,6 +144,20 @@ def test_cli_run_with_config_file_and_report(tmp_path, capsys):
     assert main(["run", "--config", str(tmp_path / "bad.toml")]) == 2
     assert "unknown option `cluster.k`" in capsys.readouterr().err
 
+    # The adapters read what the real stages wrote: export in schedule order, byte for byte.
+    from clusterclip.adapters.export import export_ordered_jsonl, export_sample_index
+    from clusterclip.adapters.hf import apply_schedule
+
+    lines = (tmp_path / "kjv.jsonl").read_text("utf-8").splitlines()
+    order = np.load(workdir / "schedule.npy")
+    shards = export_ordered_jsonl(workdir, tmp_path / "ordered", shard_size=300)
+    exported = [line for shard in shards for line in shard.read_text("utf-8").splitlines()]
+    assert exported == [lines[i] for i in order]
+    np.testing.assert_array_equal(np.load(export_sample_index(workdir, tmp_path / "m.npy")), order)
+    datasets = pytest.importorskip("datasets")
+    corpus = datasets.Dataset.from_list([json.loads(line) for line in lines])
+    assert apply_schedule(corpus, workdir)["id"] == [json.loads(lines[i])["id"] for i in order]
+
 
 def test_a_failed_stage_keeps_the_finished_ones(tmp_path):
     from clusterclip.pipeline import run
