@@ -144,6 +144,16 @@ def test_cli_run_with_config_file_and_report(tmp_path, capsys):
     assert main(["run", "--config", str(tmp_path / "bad.toml")]) == 2
     assert "unknown option `cluster.k`" in capsys.readouterr().err
 
+    # The report's clip events are the schedule's own clip steps.
+    from clusterclip.schedule import Schedule
+
+    clip_step = Schedule.load(workdir / "schedule.npy").stats.clip_step
+    report = json.loads((workdir / "report.json").read_text())
+    assert [e["position"] for e in report["clip_events"]] == sorted(
+        int(p) for p in clip_step if p >= 0
+    )
+    assert report["keywords_available"] is True
+
     # The adapters read what the real stages wrote: export in schedule order, byte for byte.
     from clusterclip.adapters.export import export_ordered_jsonl, export_sample_index
     from clusterclip.adapters.hf import apply_schedule
