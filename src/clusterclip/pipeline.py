@@ -69,17 +69,26 @@ def _input_fingerprints(inputs: Any) -> Any:
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Readable differences between two specs: option values, or what upstream changed."""
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
         if a == b:
             continue
-        if isinstance(a, dict) and isinstance(b, dict):
-            lines.extend(_changes(a, b, f"{prefix}{key}."))
-        elif key == "inputs" or key.startswith("upstream"):
-            lines.append(f"{prefix}{key} changed")
+        if (
+            key in ("options", "upstream")
+            and not prefix
+            and isinstance(a, dict)
+            and isinstance(b, dict)
+        ):
+            lines.extend(_changes(a, b, f"{key}:"))
+            continue
+        if prefix == "upstream:":
+            lines.append(f"upstream {key} changed")
+        elif key == "inputs" and not prefix:
+            lines.append("inputs changed")
         else:
-            lines.append(f"{prefix}{key}: {a!r} -> {b!r}")
+            lines.append(f"{key}: {a!r} -> {b!r}")
     return lines
 
 
