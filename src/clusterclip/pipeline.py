@@ -121,7 +121,7 @@ class _Runner:
         if entry is None:
             if recorded is not None and not recorded.get("complete"):
                 return True, "previous run stopped before the end: resuming", True
-            return True, "not done yet", True
+            return True, "first run", True
         if recorded is None:
             return True, "made outside `clusterclip run`: checking it against these options", True
         if not recorded.get("complete"):
