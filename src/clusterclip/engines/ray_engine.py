@@ -66,8 +66,8 @@ FAULT_MARKER_ENV = "CLUSTERCLIP_RAY_FAULT_MARKER"
 #: can kill the driver while the job is still running.
 SHARD_DELAY_ENV = "CLUSTERCLIP_RAY_SHARD_DELAY"
 
-#: Shards per worker held by Ray at once when ``max_in_flight`` is not given.
-_DEFAULT_SHARDS_PER_WORKER = 16
+#: Shards per worker handed to Ray ahead of the results when ``max_in_flight`` is not given.
+_DEFAULT_SHARDS_PER_WORKER = 4
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,8 @@ class RayOptions:
     num_cpus : int or None
         CPUs of a *locally started* instance (ignored when joining a cluster).
     max_in_flight : int or None
-        Shards handed to Ray at once by the embed step; bounds the driver's and
-        the object store's memory. The actor pool (and its models) is rebuilt
-        between such rounds. ``None``: 16 per worker.
+        Shards the embed step hands to Ray ahead of the results it got back;
+        bounds the texts held in the object store. ``None``: 4 per worker.
 
     Examples
     --------
@@ -231,39 +230,87 @@ class _Hooks:
 
 def _map_in_order(
     ray: Any,
-    items: list[dict[str, Any]],
+    dataset: Any,
     worker: type,
     *,
     constructor_kwargs: dict[str, Any],
     options: RayOptions,
     pool_size: int,
 ) -> Iterator[dict[str, Any]]:
-    """Run ``worker`` over ``items`` (one item per batch) on an actor pool, in order."""
-    dataset = ray.data.from_items(items, override_num_blocks=len(items))
-    context = dataset.context
-    context.execution_options.preserve_order = True
-    context.enable_progress_bars = False
+    """Run ``worker`` over the rows of ``dataset`` (one row per call) on an actor pool.
+
+    Yields one numpy batch per input row, in input order, as soon as it is done.
+    """
     with warnings.catch_warnings():
         # Recent Ray deprecates extra remote args, but only they spell out the
-        # restart policy on every supported version (2.9 onwards).
+        # restart policy on every supported version.
         warnings.simplefilter("ignore", DeprecationWarning)
         mapped = dataset.map_batches(
             worker,
             fn_constructor_kwargs=constructor_kwargs,
             batch_size=1,
             batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=min(pool_size, len(items))),
+            compute=ray.data.ActorPoolStrategy(size=pool_size),
             num_cpus=options.num_cpus_per_worker,
             num_gpus=options.num_gpus_per_worker or None,
             # A dead actor is restarted and its shard re-run, as often as needed.
             max_restarts=-1,
             max_task_retries=-1,
         )
-    # One block per item and batch_size=None: every batch is one shard's result.
-    yield from mapped.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=1)
+    context = mapped.context
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    # Every row (a shard or a block) is its own block: emitted downstream the
+    # moment it is produced instead of being packed with the next ones.
+    context.target_max_block_size = 1
+    yield from mapped.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
 
 
 # --------------------------------------------------------------------- embed
+
+
+class _ShardFeeder:
+    """Ray actor between the driver's lazy shard stream and the Ray Data pipeline.
+
+    The driver puts shards by position (at most ``max_in_flight`` ahead of the
+    results it has received); the pipeline's reader takes them in order.
+    """
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.items: dict[int, Any] = {}
+        self.end: int | None = None
+        self.changed = asyncio.Condition()
+
+    async def put(self, position: int, item: Any) -> None:
+        async with self.changed:
+            self.items[position] = item
+            self.changed.notify_all()
+
+    async def close(self, count: int) -> None:
+        async with self.changed:
+            self.end = count
+            self.changed.notify_all()
+
+    async def take(self, position: int) -> Any:
+        """The item at ``position`` once it is there, or ``None`` past the end."""
+        async with self.changed:
+            await self.changed.wait_for(
+                lambda: position in self.items or (self.end is not None and position >= self.end)
+            )
+            return self.items.pop(position, None)
+
+
+def _read_shards(batch: dict[str, np.ndarray], feeder: Any) -> Iterator[dict[str, Any]]:
+    """The pipeline's source: one output row per shard, taken from the feeder in order."""
+    import ray
+
+    position = 0
+    while (item := ray.get(feeder.take.remote(position))) is not None:
+        shard, texts = item
+        yield {"shard_id": np.asarray([shard], dtype=np.int64), "texts": [ray.get(texts[0])]}
+        position += 1
 
 
 class _EmbedWorker:
@@ -308,11 +355,11 @@ def run_shards_ray(
     Parameters
     ----------
     spec : EncoderSpec
-        Picklable encoder description; each actor calls ``spec.build()`` once
-        per round of ``max_in_flight`` shards.
+        Picklable encoder description; each actor calls ``spec.build()`` once.
     shard_iter : iterable of (int, list of str)
         Shard id and the texts of its ``ok`` documents, in index order.
-        Consumed lazily, ``max_in_flight`` shards at a time.
+        Consumed lazily: at most ``max_in_flight`` shards are taken ahead of
+        the results handed back.
     address, num_workers, num_gpus_per_worker, num_cpus_per_worker, num_cpus, max_in_flight
         See :class:`RayOptions`.
 
@@ -323,6 +370,16 @@ def run_shards_ray(
         ``shard_iter``. Each actor runs :func:`clusterclip.embed.embed_shard`,
         the function of the local executor, so results equal the local ones
         (bit for bit on the same hardware and libraries).
+
+    Notes
+    -----
+    The pipeline is ``read (one task, 0 CPUs) -> map_batches(actor pool)``; the
+    reader takes shards from a small feeder actor that the driver fills as
+    results come back, so one Ray Data job (and one model load per actor)
+    serves a stream of any length. A worker that dies is restarted and its
+    shard re-run (``max_restarts=-1``, ``max_task_retries=-1``); the reader is
+    not retried (``max_retries=0``): if it dies the job fails and a rerun
+    resumes from the shards already written.
 
     Examples
     --------
@@ -342,26 +399,59 @@ def run_shards_ray(
         num_cpus=num_cpus,
         max_in_flight=max_in_flight,
     )
+    iterator = iter(shard_iter)
+    first = next(iterator, None)
+    if first is None:  # nothing left to embed (e.g. every shard finished before)
+        return
     ray = connect(options)
     pool_size = _pool_size(ray, options)
-    round_size = options.max_in_flight or _DEFAULT_SHARDS_PER_WORKER * pool_size
-    constructor = {"spec": spec, "hooks": _Hooks.from_environment()}
-    iterator = iter(shard_iter)
-    # Ray Data needs its input up front, so the stream is cut into rounds: the
-    # driver holds at most one round of texts, and the pool restarts per round.
-    while shards := list(itertools.islice(iterator, round_size)):
-        items = [{"shard_id": int(shard), "texts": list(texts)} for shard, texts in shards]
-        del shards
+    window = options.max_in_flight or _DEFAULT_SHARDS_PER_WORKER * pool_size
+    feeder = ray.remote(num_cpus=0)(_ShardFeeder).remote()
+    held: dict[int, Any] = {}  # shard -> its texts in the object store, until embedded
+    state = {"fed": 0, "closed": False}
+    pending = itertools.chain([first], iterator)
+
+    def feed() -> None:
+        """Hand the next shard to the feeder (or tell it the stream ended)."""
+        if state["closed"]:
+            return
+        item = next(pending, None)
+        if item is None:
+            feeder.close.remote(state["fed"])
+            state["closed"] = True
+            return
+        shard, texts = int(item[0]), list(item[1])
+        # Wrapped in a list so that the reader, not Ray, fetches the texts.
+        held[shard] = ray.put(texts)
+        feeder.put.remote(state["fed"], (shard, [held[shard]]))
+        state["fed"] += 1
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            source = ray.data.from_items([{"reader": 0}]).map_batches(
+                _read_shards,
+                fn_kwargs={"feeder": feeder},
+                batch_size=1,
+                num_cpus=0,
+                max_retries=0,
+            )
+        for _ in range(window):
+            feed()
         for result in _map_in_order(
             ray,
-            items,
+            source,
             _EmbedWorker,
-            constructor_kwargs=constructor,
+            constructor_kwargs={"spec": spec, "hooks": _Hooks.from_environment()},
             options=options,
             pool_size=pool_size,
         ):
             for shard, rows in zip(result["shard_id"], result["embeddings"], strict=True):
+                del held[int(shard)]
+                feed()
                 yield int(shard), np.asarray(rows, dtype=np.float16)
+    finally:
+        ray.kill(feeder)
 
 
 # -------------------------------------------------------------------- assign
@@ -480,14 +570,15 @@ def assign_ray(
         "assign": assign,
         "hooks": _Hooks.from_environment(),
     }
+    dataset = ray.data.from_items(blocks, override_num_blocks=len(blocks))
     with progress_bar(total=total, desc="assign (ray)", unit="doc") as bar:
         for result in _map_in_order(
             ray,
-            blocks,
+            dataset,
             _AssignWorker,
             constructor_kwargs=constructor,
             options=options,
-            pool_size=_pool_size(ray, options),
+            pool_size=min(_pool_size(ray, options), len(blocks)),
         ):
             for offset, block_labels, block_scores in zip(
                 result["offset"], result["labels"], result["scores"], strict=True
