@@ -1,0 +1,111 @@
+"""Overhead of the Ray engine against the local one, same data, same run.
+
+Embeds the same KJV verses into fresh work directories with ``engine="local"``
+and ``engine="ray"`` (1 and 2 actors on a local Ray instance with 2 CPUs) and
+prints the wall-clock ratios ray / local. Ray's start-up is timed separately
+(it is paid once per process, or not at all when joining a running cluster).
+
+    PYTHONPATH=src HF_HUB_OFFLINE=1 python benchmarks/bench_ray.py          # MiniLM, 1,500 verses
+    PYTHONPATH=src HF_HUB_OFFLINE=1 python benchmarks/bench_ray.py --quick  # tfidf, 3,000 verses
+
+Not part of the test suite. Numbers are noisy on a shared machine; the ratios
+come from runs made one after the other in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import clusterclip
+from clusterclip.embed import embed
+
+
+def write_corpus(path: Path, n_documents: int) -> None:
+    source = Path(clusterclip.__file__).parent / "data" / "kjv-verses.jsonl.gz"
+    with gzip.open(source, "rt", encoding="utf-8") as lines, open(path, "w") as out:
+        for number, line in enumerate(lines):
+            if number == n_documents:
+                break
+            out.write(json.dumps({"text": json.loads(line)["text"]}) + "\n")
+
+
+def timed_embed(corpus: Path, workdir: Path, fit: Path | None, **kwargs) -> tuple[float, object]:
+    if fit is not None:  # the tfidf fit (seeded, identical) is not what we measure
+        workdir.mkdir(parents=True)
+        shutil.copy(fit, workdir / fit.name)
+    start = time.perf_counter()
+    result = embed(corpus, workdir=workdir, **kwargs)
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tfidf encoder, 3,000 verses")
+    parser.add_argument("--documents", type=int, default=None, help="verses to embed")
+    parser.add_argument("--encoder", default=None, help="sentence-transformers, static or tfidf")
+    parser.add_argument("--shard-size", type=int, default=250)
+    parser.add_argument("--repeats", type=int, default=1, help="keep the best of N runs")
+    args = parser.parse_args()
+    encoder = args.encoder or ("tfidf" if args.quick else "sentence-transformers")
+    n_documents = args.documents or (3000 if args.quick else 1500)
+    os.environ.setdefault("CLUSTERCLIP_PROGRESS", "0")
+
+    import ray
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-ray-"))
+    try:
+        corpus = scratch / "kjv.jsonl"
+        write_corpus(corpus, n_documents)
+        options = {"encoder": encoder, "shard_size": args.shard_size, "device": "cpu"}
+
+        # Warm-up: load the model (and fit tfidf) once so no contender pays for it.
+        _, warm = timed_embed(corpus, scratch / "warm", None, **options)
+        fit = scratch / "warm" / "embed-tfidf.npz"
+        fit = fit if fit.exists() else None
+
+        start = time.perf_counter()
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray_start = time.perf_counter() - start
+
+        contenders = {
+            "local": {},
+            "ray, 1 actor": {"engine": "ray", "engine_options": {"num_workers": 1}},
+            "ray, 2 actors": {"engine": "ray", "engine_options": {"num_workers": 2}},
+        }
+        best: dict[str, float] = {}
+        for repeat in range(args.repeats):
+            for name, engine in contenders.items():
+                workdir = scratch / f"{name.replace(', ', '-').replace(' ', '')}-{repeat}"
+                seconds, result = timed_embed(corpus, workdir, fit, **options, **engine)
+                same = np.array_equal(result.embeddings[:], warm.embeddings[:])
+                best[name] = min(best.get(name, np.inf), seconds)
+                print(f"  {name:<14} {seconds:7.2f} s  (embeddings equal to local: {same})")
+        ray.shutdown()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    local = best["local"]
+    print(
+        f"\nembed {n_documents:,} KJV verses, encoder={encoder}, shards of {args.shard_size}, "
+        f"{os.cpu_count()} CPUs, best of {args.repeats}"
+    )
+    print(f"  ray.init (local instance, 2 CPUs): {ray_start:.1f} s, once per process")
+    print(f"  {'engine':<14} {'seconds':>8} {'docs/s':>8} {'ratio to local':>15} {'extra s':>8}")
+    for name, seconds in best.items():
+        print(
+            f"  {name:<14} {seconds:8.2f} {n_documents / seconds:8.0f} "
+            f"{seconds / local:15.2f} {seconds - local:8.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
