@@ -8,6 +8,7 @@ encoder in shards of 300 (9 shards), so every check runs in seconds.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -35,6 +36,8 @@ ray = pytest.importorskip("ray")
 N_VERSES = 2398
 SHARD_SIZE = 300
 N_SHARDS = 9
+N_CLUSTERS = 8
+BLOCK_ROWS = 250  # 11 assignment blocks
 RAY_OPTIONS = {"num_workers": 2, "max_in_flight": 3}
 
 
@@ -114,10 +117,15 @@ def assert_same_as_local(local_run, workdir: Path, result) -> None:
     assert result.summary["counts"] == local.summary["counts"]
 
 
-def test_embed_on_ray_equals_local(ray_address, corpus, local_run, tmp_path):
-    workdir = tmp_path / "ray"
+@pytest.fixture(scope="module")
+def ray_run(ray_address, corpus, local_run, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("ray")
     _reuse_tfidf_fit(local_run, workdir)
-    result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    return workdir, _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+
+
+def test_embed_on_ray_equals_local(ray_run, local_run):
+    workdir, result = ray_run
     assert result.summary["shards"] == N_SHARDS
     assert result.summary["counts"]["empty"] == SHARD_SIZE + 1
     assert_same_as_local(local_run, workdir, result)
@@ -171,6 +179,54 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
         path = parts / name
         assert (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
     assert_same_as_local(local_run, workdir, result)
+
+
+def _cluster(workdir: Path, **kwargs):
+    from clusterclip.cluster import cluster
+
+    return cluster(workdir, n_clusters=N_CLUSTERS, seed=0, batch_size=BLOCK_ROWS, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def local_clusters(local_run, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("clusters") / "local"
+    shutil.copytree(local_run[0], workdir)
+    return workdir, _cluster(workdir)
+
+
+def test_cluster_assignment_on_ray_equals_local(ray_run, local_clusters, tmp_path):
+    workdir = tmp_path / "ray"
+    shutil.copytree(ray_run[0], workdir)
+    result = _cluster(workdir, engine="ray", engine_options={"num_workers": 2})
+    local_dir, local = local_clusters
+    np.testing.assert_array_equal(result.centroids, local.centroids)  # the fit stays local
+    np.testing.assert_array_equal(result.labels, local.labels)
+    np.testing.assert_array_equal(result.scores, local.scores)
+    assert (result.labels == -1).sum() == SHARD_SIZE + 2  # the rejected documents
+    assert (workdir / "clusters.parquet").read_bytes() == (
+        local_dir / "clusters.parquet"
+    ).read_bytes()
+    ours = json.loads((workdir / "manifest.json").read_text())["stages"]["cluster"]
+    assert ours["config"]["engine"] == "ray"
+
+
+def test_killed_assign_worker_is_retried(ray_address, local_clusters, tmp_path, monkeypatch):
+    from clusterclip.cluster.kmeans import assign
+
+    marker = tmp_path / "killed"
+    monkeypatch.setenv(ray_engine.FAULT_MARKER_ENV, str(marker))
+    local_dir, local = local_clusters
+    parts = sorted((local_dir / "embeddings").glob("part-*.npy"))
+    labels, scores = ray_engine.assign_ray(
+        parts,
+        local.centroids,
+        assign=functools.partial(assign, backend=local.summary["backend"]),
+        block_rows=BLOCK_ROWS,
+        num_workers=2,
+    )
+    assert marker.read_text().startswith("killed worker pid")
+    np.testing.assert_array_equal(labels, local.labels)
+    np.testing.assert_array_equal(scores, local.scores)
 
 
 def test_options_are_validated():
