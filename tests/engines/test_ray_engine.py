@@ -238,6 +238,12 @@ def test_options_are_validated():
         ray_engine.RayOptions(address="")
 
 
+def test_a_pool_larger_than_the_cluster_is_refused(ray_address):
+    shards = iter([(0, ["In the beginning"])])
+    with pytest.raises(ClusterClipError, match="`num_workers` must be at most 2 on this Ray"):
+        next(ray_engine.run_shards_ray(None, shards, num_workers=3))
+
+
 def test_missing_ray_names_the_install_line():
     script = textwrap.dedent(
         """

@@ -7,12 +7,13 @@ for the stages' local executors and return exactly what those return, so the
 work directory a Ray run writes is the one a local run writes.
 
 Embedding (:func:`run_shards_ray`)
-    Shards (contiguous index ranges of documents) become the rows of a Ray
-    Dataset; ``map_batches`` with an actor class (one batch = one shard) runs
-    them on a fixed pool of ``num_workers`` actors. Each actor builds the encoder
-    once from the picklable :class:`~clusterclip.embed.EncoderSpec`, so the model
-    loads once per actor, not once per shard. Results come back in shard order
-    and at most ``max_in_flight`` shards are held by Ray at a time.
+    One Ray Data job per run: a reader takes the driver's shards (contiguous
+    index ranges of documents) in order and ``map_batches`` with an actor class
+    (one batch = one shard) embeds them on a pool of ``num_workers`` actors.
+    Each actor builds the encoder once from the picklable
+    :class:`~clusterclip.embed.EncoderSpec`, so the model loads once per actor,
+    not once per shard. Results come back in shard order, and the driver hands
+    over at most ``max_in_flight`` shards ahead of the results it received.
 
 Assignment (:func:`assign_ray`)
     The centroids are put in the object store once (``ray.put``) and shared by
@@ -116,7 +117,7 @@ class RayOptions:
             )
         _check_count("num_workers", self.num_workers, "Omit it to use every GPU or CPU.")
         _check_count("num_cpus", self.num_cpus, "Omit it to let Ray count the CPUs.")
-        _check_count("max_in_flight", self.max_in_flight, "Omit it for 16 shards per worker.")
+        _check_count("max_in_flight", self.max_in_flight, "Omit it for 4 shards per worker.")
         for name in ("num_gpus_per_worker", "num_cpus_per_worker"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -180,20 +181,35 @@ def connect(options: RayOptions) -> Any:
 
 
 def _pool_size(ray: Any, options: RayOptions) -> int:
-    if options.num_workers is not None:
-        return int(options.num_workers)
+    """Actors to start: as asked, else as many as the cluster's GPUs or CPUs hold.
+
+    A pool the cluster cannot hold would wait for resources forever, so it is
+    refused up front.
+    """
     resources = ray.cluster_resources()
+    gpus, cpus = resources.get("GPU", 0.0), resources.get("CPU", 0.0)
+    fits = int(cpus // options.num_cpus_per_worker) if options.num_cpus_per_worker else None
     if options.num_gpus_per_worker > 0:
-        gpus = resources.get("GPU", 0.0)
-        if gpus < options.num_gpus_per_worker:
+        by_gpu = int(gpus // options.num_gpus_per_worker)
+        fits = by_gpu if fits is None else min(fits, by_gpu)
+        if by_gpu < 1:
             raise invalid(
                 "num_gpus_per_worker",
                 f"at most the cluster's GPUs ({gpus:g})",
                 options.num_gpus_per_worker,
                 "Pass --num-gpus-per-worker 0 to run on CPUs, or join a cluster with GPUs.",
             )
-        return max(1, int(gpus // options.num_gpus_per_worker))
-    return max(1, int(resources.get("CPU", 1.0) // options.num_cpus_per_worker))
+    if options.num_workers is None:
+        return max(1, fits or 1)
+    if fits is not None and options.num_workers > fits:
+        raise invalid(
+            "num_workers",
+            f"at most {fits} on this Ray cluster ({cpus:g} CPUs, {gpus:g} GPUs; each worker "
+            f"takes {options.num_cpus_per_worker:g} CPU and {options.num_gpus_per_worker:g} GPU)",
+            options.num_workers,
+            "Pass fewer workers, or add nodes to the cluster.",
+        )
+    return int(options.num_workers)
 
 
 @dataclass(frozen=True)
