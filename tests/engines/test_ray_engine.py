@@ -25,7 +25,8 @@ import pytest
 
 import clusterclip
 import clusterclip.workdir
-from clusterclip.embed import embed
+from clusterclip.cli import main
+from clusterclip.embed import embed, open_embeddings
 from clusterclip.embed.encoders import TFIDF_STATE
 from clusterclip.engines import ray_engine
 from clusterclip.errors import ClusterClipError
@@ -99,13 +100,16 @@ def _comparable(entry: dict) -> dict:
     return entry
 
 
-def assert_same_as_local(local_run, workdir: Path, result) -> None:
+def assert_same_as_local(local_run, workdir: Path) -> None:
+    """The work directory ``workdir`` holds what the local engine wrote, to float16 rounding."""
+    pq = pytest.importorskip("pyarrow.parquet")
     local_dir, local = local_run
     assert _layout(workdir) == _layout(local_dir)
-    assert result.documents.equals(local.documents)  # same index, same order
+    documents = pq.read_table(workdir / "documents.parquet")
+    assert documents.equals(pq.read_table(local_dir / "documents.parquet"))  # same rows, order
     assert (workdir / "rejects.jsonl").read_bytes() == (local_dir / "rejects.jsonl").read_bytes()
     np.testing.assert_allclose(
-        np.asarray(result.embeddings[:], dtype=np.float32),
+        np.asarray(open_embeddings(workdir)[:], dtype=np.float32),
         np.asarray(local.embeddings[:], dtype=np.float32),
         rtol=0,
         atol=2.0**-11,  # float16 rounding of unit-norm coordinates
@@ -114,21 +118,29 @@ def assert_same_as_local(local_run, workdir: Path, result) -> None:
     theirs = json.loads((local_dir / "manifest.json").read_text())["stages"]["embed"]
     assert ours["config"]["engine"] == "ray"
     assert _comparable(ours) == _comparable(theirs)
-    assert result.summary["counts"] == local.summary["counts"]
 
 
 @pytest.fixture(scope="module")
 def ray_run(ray_address, corpus, local_run, tmp_path_factory):
+    """``clusterclip embed ... --engine ray``, through the command line."""
     workdir = tmp_path_factory.mktemp("ray")
     _reuse_tfidf_fit(local_run, workdir)
-    return workdir, _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    status = main(
+        [
+            "embed", str(corpus), "--workdir", str(workdir), "--encoder", "tfidf",
+            "--shard-size", str(SHARD_SIZE), "--engine", "ray", "--ray-address", ray_address,
+            "--num-workers", "2",
+        ]
+    )  # fmt: skip
+    assert status == 0
+    return workdir
 
 
 def test_embed_on_ray_equals_local(ray_run, local_run):
-    workdir, result = ray_run
-    assert result.summary["shards"] == N_SHARDS
-    assert result.summary["counts"]["empty"] == SHARD_SIZE + 1
-    assert_same_as_local(local_run, workdir, result)
+    summary = clusterclip.workdir.read_stage(ray_run, "embed")["summary"]
+    assert summary["shards"] == N_SHARDS
+    assert summary["counts"]["empty"] == SHARD_SIZE + 1
+    assert_same_as_local(local_run, ray_run)
 
 
 def test_killed_worker_is_retried_without_losing_documents(
@@ -138,9 +150,9 @@ def test_killed_worker_is_retried_without_losing_documents(
     monkeypatch.setenv(ray_engine.FAULT_MARKER_ENV, str(marker))
     workdir = tmp_path / "ray"
     _reuse_tfidf_fit(local_run, workdir)
-    result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
     assert marker.read_text().startswith("killed worker pid")  # a worker did die mid-run
-    assert_same_as_local(local_run, workdir, result)
+    assert_same_as_local(local_run, workdir)
 
 
 def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_run, tmp_path):
@@ -178,7 +190,7 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
     for name, stamp in finished.items():  # finished shards were kept, not recomputed
         path = parts / name
         assert (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
-    assert_same_as_local(local_run, workdir, result)
+    assert_same_as_local(local_run, workdir)
 
 
 def _cluster(workdir: Path, **kwargs):
@@ -196,7 +208,7 @@ def local_clusters(local_run, tmp_path_factory):
 
 def test_cluster_assignment_on_ray_equals_local(ray_run, local_clusters, tmp_path):
     workdir = tmp_path / "ray"
-    shutil.copytree(ray_run[0], workdir)
+    shutil.copytree(ray_run, workdir)
     result = _cluster(workdir, engine="ray", engine_options={"num_workers": 2})
     local_dir, local = local_clusters
     np.testing.assert_array_equal(result.centroids, local.centroids)  # the fit stays local
