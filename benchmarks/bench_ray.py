@@ -1,9 +1,11 @@
 """Overhead of the Ray engine against the local one, same data, same run.
 
 Embeds the same KJV verses into fresh work directories with ``engine="local"``
-and ``engine="ray"`` (1 and 2 actors on a local Ray instance with 2 CPUs) and
-prints the wall-clock ratios ray / local. Ray's start-up is timed separately
-(it is paid once per process, or not at all when joining a running cluster).
+and ``engine="ray"`` (1 and 2 actors on a local Ray instance with 2 CPUs), then
+assigns the resulting rows to 100 centroids with the local and the Ray
+assignment, and prints the wall-clock ratios ray / local. Ray's start-up is
+timed separately (it is paid once per process, or not at all when joining a
+running cluster).
 
     PYTHONPATH=src HF_HUB_OFFLINE=1 python benchmarks/bench_ray.py          # MiniLM, 1,500 verses
     PYTHONPATH=src HF_HUB_OFFLINE=1 python benchmarks/bench_ray.py --quick  # tfidf, 3,000 verses
@@ -15,6 +17,7 @@ come from runs made one after the other in this process.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -26,7 +29,10 @@ from pathlib import Path
 import numpy as np
 
 import clusterclip
+from clusterclip.cluster.kmeans import assign, assign_matrix
 from clusterclip.embed import embed
+from clusterclip.engines.ray_engine import assign_ray
+from clusterclip.io.shards import ShardedMatrix
 
 
 def write_corpus(path: Path, n_documents: int) -> None:
@@ -45,6 +51,44 @@ def timed_embed(corpus: Path, workdir: Path, fit: Path | None, **kwargs) -> tupl
     start = time.perf_counter()
     result = embed(corpus, workdir=workdir, **kwargs)
     return time.perf_counter() - start, result
+
+
+N_CENTROIDS = 100
+ASSIGN_BLOCK_ROWS = 256
+
+
+def time_assignment(embeddings: ShardedMatrix, repeats: int) -> dict[str, float]:
+    """Local vs Ray assignment of the same rows to the same centroids (labels must agree)."""
+    rng = np.random.default_rng(np.random.SeedSequence([0, 0xA551]))
+    rows = np.sort(rng.choice(embeddings.shape[0], size=N_CENTROIDS, replace=False))
+    centroids = np.asarray(embeddings[rows], dtype=np.float32)
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    backend = "numpy"
+    contenders = {
+        "local": lambda: assign_matrix(
+            embeddings, centroids, backend=backend, batch_size=ASSIGN_BLOCK_ROWS
+        ),
+        "ray, 1 actor": lambda: assign_ray(
+            embeddings.paths, centroids, assign=functools.partial(assign, backend=backend),
+            block_rows=ASSIGN_BLOCK_ROWS, num_workers=1,
+        ),
+        "ray, 2 actors": lambda: assign_ray(
+            embeddings.paths, centroids, assign=functools.partial(assign, backend=backend),
+            block_rows=ASSIGN_BLOCK_ROWS, num_workers=2,
+        ),
+    }  # fmt: skip
+    best: dict[str, float] = {}
+    reference = None
+    for _ in range(repeats):
+        for name, run in contenders.items():
+            start = time.perf_counter()
+            labels, _ = run()
+            seconds = time.perf_counter() - start
+            reference = labels if reference is None else reference
+            same = np.array_equal(labels, reference)
+            best[name] = min(best.get(name, np.inf), seconds)
+            print(f"  assign {name:<14} {seconds:7.2f} s  (labels equal to local: {same})")
+    return best
 
 
 def main() -> None:
@@ -89,16 +133,34 @@ def main() -> None:
                 same = np.array_equal(result.embeddings[:], warm.embeddings[:])
                 best[name] = min(best.get(name, np.inf), seconds)
                 print(f"  {name:<14} {seconds:7.2f} s  (embeddings equal to local: {same})")
+        assign_best = time_assignment(warm.embeddings, args.repeats)
         ray.shutdown()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    local = best["local"]
-    print(
-        f"\nembed {n_documents:,} KJV verses, encoder={encoder}, shards of {args.shard_size}, "
-        f"{os.cpu_count()} CPUs, best of {args.repeats}"
+    report(
+        f"embed {n_documents:,} KJV verses, encoder={encoder}, shards of {args.shard_size}",
+        best,
+        n_documents,
+        args.repeats,
+        ray_start,
     )
-    print(f"  ray.init (local instance, 2 CPUs): {ray_start:.1f} s, once per process")
+    report(
+        f"assign the same {n_documents:,} rows to {N_CENTROIDS} centroids, blocks of {ASSIGN_BLOCK_ROWS}",
+        assign_best,
+        n_documents,
+        args.repeats,
+        None,
+    )
+
+
+def report(
+    title: str, best: dict[str, float], n_documents: int, repeats: int, ray_start: float | None
+) -> None:
+    local = best["local"]
+    print(f"\n{title}, {os.cpu_count()} CPUs, best of {repeats}")
+    if ray_start is not None:
+        print(f"  ray.init (local instance, 2 CPUs): {ray_start:.1f} s, once per process")
     print(f"  {'engine':<14} {'seconds':>8} {'docs/s':>8} {'ratio to local':>15} {'extra s':>8}")
     for name, seconds in best.items():
         print(
