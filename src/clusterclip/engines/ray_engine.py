@@ -535,6 +535,7 @@ def assign_ray(
     num_gpus_per_worker: float = 0.0,
     num_cpus_per_worker: float = 1.0,
     num_cpus: int | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Assign every row of the embedding shard files to its nearest centroid on Ray.
 
@@ -551,8 +552,10 @@ def assign_ray(
         the pure per-block function of the cluster stage.
     block_rows : int
         Rows per task.
-    address, num_workers, num_gpus_per_worker, num_cpus_per_worker, num_cpus
-        See :class:`RayOptions`.
+    address, num_workers, num_gpus_per_worker, num_cpus_per_worker, num_cpus, max_in_flight
+        See :class:`RayOptions`; ``max_in_flight`` is accepted so that one
+        ``engine_options`` serves both stages, and unused here (a block is
+        described by a path and two numbers, and Ray Data bounds its own queue).
 
     Returns
     -------
@@ -571,6 +574,7 @@ def assign_ray(
         num_gpus_per_worker=num_gpus_per_worker,
         num_cpus_per_worker=num_cpus_per_worker,
         num_cpus=num_cpus,
+        max_in_flight=max_in_flight,
     )
     blocks = _blocks([Path(p) for p in paths], int(block_rows))
     total = blocks[-1]["offset"] + blocks[-1]["stop"] - blocks[-1]["start"] if blocks else 0
