@@ -235,6 +235,12 @@ def test_options_are_validated():
         ray_engine.RayOptions(address="")
 
 
+def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):
+    status = main(["embed", str(corpus), "--workdir", str(tmp_path), "--num-workers", "2"])
+    assert status == 2
+    assert "apply to the Ray engine only. Add --engine ray" in capsys.readouterr().err
+
+
 def test_a_pool_larger_than_the_cluster_is_refused(ray_address):
     shards = iter([(0, ["In the beginning"])])
     with pytest.raises(ClusterClipError, match="`num_workers` must be at most 2 on this Ray"):
