@@ -1,7 +1,8 @@
 """Overhead of the Ray engine against the local one, same data, same run.
 
 Embeds the same KJV verses into fresh work directories with ``engine="local"``
-and ``engine="ray"`` (1 and 2 actors on a local Ray instance with 2 CPUs), then
+and ``engine="ray"`` (1 and 2 actors on a local Ray instance with 2 CPUs; the
+local engine also with torch and BLAS held to 1 thread, like a 1-CPU actor), then
 assigns the resulting rows to 100 centroids with the local and the Ray
 assignment, and prints the wall-clock ratios ray / local. Ray's start-up is
 timed separately (it is paid once per process, or not at all when joining a
@@ -17,6 +18,7 @@ come from runs made one after the other in this process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gzip
 import json
@@ -24,6 +26,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,13 +47,38 @@ def write_corpus(path: Path, n_documents: int) -> None:
             out.write(json.dumps({"text": json.loads(line)["text"]}) + "\n")
 
 
-def timed_embed(corpus: Path, workdir: Path, fit: Path | None, **kwargs) -> tuple[float, object]:
+@contextlib.contextmanager
+def threads(count: int | None) -> Iterator[None]:
+    """Limit this process's torch and BLAS threads (``None``: leave them as they are).
+
+    A Ray actor reserving 1 CPU runs with ``OMP_NUM_THREADS=1``; the local
+    engine uses every core. "local, 1 thread" compares like with like.
+    """
+    if count is None:
+        yield
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        with threadpool_limits(count):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def timed_embed(
+    corpus: Path, workdir: Path, fit: Path | None, *, threads_: int | None = None, **kwargs
+) -> tuple[float, object]:
     if fit is not None:  # the tfidf fit (seeded, identical) is not what we measure
         workdir.mkdir(parents=True)
         shutil.copy(fit, workdir / fit.name)
-    start = time.perf_counter()
-    result = embed(corpus, workdir=workdir, **kwargs)
-    return time.perf_counter() - start, result
+    with threads(threads_):
+        start = time.perf_counter()
+        result = embed(corpus, workdir=workdir, **kwargs)
+        return time.perf_counter() - start, result
 
 
 N_CENTROIDS = 100
@@ -87,7 +115,7 @@ def time_assignment(embeddings: ShardedMatrix, repeats: int) -> dict[str, float]
             reference = labels if reference is None else reference
             same = np.array_equal(labels, reference)
             best[name] = min(best.get(name, np.inf), seconds)
-            print(f"  assign {name:<14} {seconds:7.2f} s  (labels equal to local: {same})")
+            print(f"  assign {name:<16} {seconds:7.2f} s  (labels equal to local: {same})")
     return best
 
 
@@ -122,6 +150,7 @@ def main() -> None:
 
         contenders = {
             "local": {},
+            "local, 1 thread": {"threads_": 1},
             "ray, 1 actor": {"engine": "ray", "engine_options": {"num_workers": 1}},
             "ray, 2 actors": {"engine": "ray", "engine_options": {"num_workers": 2}},
         }
@@ -132,7 +161,7 @@ def main() -> None:
                 seconds, result = timed_embed(corpus, workdir, fit, **options, **engine)
                 same = np.array_equal(result.embeddings[:], warm.embeddings[:])
                 best[name] = min(best.get(name, np.inf), seconds)
-                print(f"  {name:<14} {seconds:7.2f} s  (embeddings equal to local: {same})")
+                print(f"  {name:<16} {seconds:7.2f} s  (embeddings equal to local: {same})")
         assign_best = time_assignment(warm.embeddings, args.repeats)
         ray.shutdown()
     finally:
@@ -161,10 +190,10 @@ def report(
     print(f"\n{title}, {os.cpu_count()} CPUs, best of {repeats}")
     if ray_start is not None:
         print(f"  ray.init (local instance, 2 CPUs): {ray_start:.1f} s, once per process")
-    print(f"  {'engine':<14} {'seconds':>8} {'docs/s':>8} {'ratio to local':>15} {'extra s':>8}")
+    print(f"  {'engine':<16} {'seconds':>8} {'docs/s':>8} {'ratio to local':>15} {'extra s':>8}")
     for name, seconds in best.items():
         print(
-            f"  {name:<14} {seconds:8.2f} {n_documents / seconds:8.0f} "
+            f"  {name:<16} {seconds:8.2f} {n_documents / seconds:8.0f} "
             f"{seconds / local:15.2f} {seconds - local:8.1f}"
         )
 
