@@ -186,15 +186,20 @@ def main() -> None:
 def report(
     title: str, best: dict[str, float], n_documents: int, repeats: int, ray_start: float | None
 ) -> None:
+    """Seconds per contender, and ratios to the local engine (as is, and on 1 thread)."""
     local = best["local"]
+    single = best.get("local, 1 thread", local)
     print(f"\n{title}, {os.cpu_count()} CPUs, best of {repeats}")
     if ray_start is not None:
         print(f"  ray.init (local instance, 2 CPUs): {ray_start:.1f} s, once per process")
-    print(f"  {'engine':<16} {'seconds':>8} {'docs/s':>8} {'ratio to local':>15} {'extra s':>8}")
+    print(
+        f"  {'engine':<16} {'seconds':>8} {'docs/s':>8} {'/ local':>8} "
+        f"{'/ local 1 thread':>17} {'extra s vs 1 thread':>20}"
+    )
     for name, seconds in best.items():
         print(
-            f"  {name:<16} {seconds:8.2f} {n_documents / seconds:8.0f} "
-            f"{seconds / local:15.2f} {seconds - local:8.1f}"
+            f"  {name:<16} {seconds:8.2f} {n_documents / seconds:8.0f} {seconds / local:8.2f} "
+            f"{seconds / single:17.2f} {seconds - single:20.1f}"
         )
 
 
