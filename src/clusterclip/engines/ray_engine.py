@@ -484,9 +484,10 @@ class _AssignWorker:
     ) -> None:
         import ray
 
-        # A list keeps Ray from resolving the reference in the constructor call;
-        # every actor on a node reads the same shared-memory copy.
-        self.centroids = ray.get(centroids[0])
+        # A list keeps Ray from resolving the reference in the constructor call.
+        # The object store hands out read-only views; backends (torch) want a
+        # writable array, so each actor keeps its own small copy (K x d floats).
+        self.centroids = np.array(ray.get(centroids[0]), dtype=np.float32)
         self.assign = assign
         self.hooks = hooks
         self.done = 0
