@@ -4,8 +4,9 @@
 # Two corpora (kjv, fortunes) x two regimes (1 epoch, ~4 epochs over the training
 # pool) at an equal token budget with identical hyper-parameters. Runs go seed-major:
 # first seed 0 of every policy everywhere, then seeds 1 and 2 of the main comparison
-# (random, uniform, clusterclip-r4, planned-r4; at 4 epochs also R=8 for seed 1), so
-# whatever finishes is balanced.
+# (random, uniform, clusterclip-r4, planned-r4; at 4 epochs also R=8), then seeds 1
+# and 2 of the remaining policies. The result of a run depends on its seed and policy
+# only, never on the order of the runs.
 # Each finished run is appended to experiments/results/<corpus>/results.jsonl at once;
 # rerunning this script skips finished runs.
 #
@@ -26,25 +27,22 @@ KJV=(--corpus=kjv --workdir="$WORK/kjv" --out="$RESULTS/kjv" --tail-docs=455)
 FORTUNES=(--corpus=fortunes --workdir="$WORK/fortunes" --out="$RESULTS/fortunes" --tail-docs=340)
 
 MAIN=random,uniform,clusterclip-r4,planned-r4
+ONE="$MAIN,clusterclip-r2,temperature-a0.5"
+# At ~4 epochs R=4 is the whole capacity (every document 4 times), so the planned
+# variant at R=4 can only reproduce random; R=8 is where planned and online differ.
+FOUR="$MAIN,clusterclip-r8,planned-r8,temperature-a0.5"
 run() {  # run CORPUS_ARRAY_NAME EPOCHS SEEDS POLICIES
   local -n corpus=$1
   "$PY" -m clusterclip.experiments.lm "${COMMON[@]}" "${corpus[@]}" \
     --epochs="$2" --seeds="$3" --policies="$4" 2>&1 | grep --line-buffered -v Warning
 }
 
-# At ~4 epochs R=4 is the whole capacity (every document 4 times), so the planned
-# variant at R=4 can only reproduce random; R=8 is where planned and online differ.
-for seed in 0 1 2; do
-  case $seed in
-    0) one="$MAIN,clusterclip-r2,temperature-a0.5"
-       four="$MAIN,clusterclip-r8,temperature-a0.5,planned-r8" ;;
-    1) one=$MAIN
-       four="$MAIN,clusterclip-r8,planned-r8" ;;
-    *) one=$MAIN
-       four=$MAIN ;;
-  esac
-  run KJV 1 "$seed" "$one"
-  run KJV 4 "$seed" "$four"
-  run FORTUNES 1 "$seed" "$one"
-  run FORTUNES 4 "$seed" "$four"
+# Seed-major, main comparison first: whatever finishes is balanced across policies.
+for seeds_policies in "0 $ONE $FOUR" "1 $MAIN $MAIN,clusterclip-r8,planned-r8" \
+                      "2 $MAIN $MAIN" "1,2 $ONE $FOUR"; do
+  read -r seeds one four <<< "$seeds_policies"
+  run KJV 1 "$seeds" "$one"
+  run KJV 4 "$seeds" "$four"
+  run FORTUNES 1 "$seeds" "$one"
+  run FORTUNES 4 "$seeds" "$four"
 done
