@@ -46,3 +46,14 @@ for seeds_policies in "0 $ONE $FOUR" "1 $MAIN $MAIN,clusterclip-r8,planned-r8" \
   run FORTUNES 1 "$seeds" "$one"
   run FORTUNES 4 "$seeds" "$four"
 done
+
+# Ablation: is the online clip's advantage over the planned order tied to the
+# decaying learning rate (front-loaded rare clusters get the large steps)? The
+# same runs at a constant learning rate after warm-up (--lr-floor=1).
+for corpus in KJV FORTUNES; do
+  declare -n args=$corpus
+  "$PY" -m clusterclip.experiments.lm "${COMMON[@]}" "${args[@]}" --epochs=4 --seeds=0,1 \
+    --policies=random,clusterclip-r8,planned-r8 --lr-floor=1.0 --regime="4-epoch, constant lr" \
+    2>&1 | grep --line-buffered -v Warning
+  unset -n args
+done

@@ -79,6 +79,7 @@ class ExperimentConfig:
     batch_size: int = 16
     lr: float = 3e-3
     warmup_fraction: float = 0.05
+    lr_floor: float = 0.1
     weight_decay: float = 0.1
     eval_points: int = 8
     device: str = "auto"
@@ -417,7 +418,8 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         if step < warmup:
             return cfg.lr * (step + 1) / warmup
         progress = (step - warmup) / max(1, steps - warmup)
-        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        cosine = 0.5 * (1 + math.cos(math.pi * progress))
+        return cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor) * cosine)
 
     def heldout_metrics(docs: np.ndarray) -> dict:
         loss_sum, n_tok = evaluate.document_losses(
@@ -546,6 +548,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--context", type=int, default=m.context)
     add("--batch-size", type=int, default=d.batch_size)
     add("--lr", type=float, default=d.lr)
+    add("--lr-floor", type=float, default=d.lr_floor, help="final lr / peak lr (1 = constant)")
     add("--eval-points", type=int, default=d.eval_points, help="held-out evals per run")
     add("--device", default=d.device, help="auto, cpu, cuda")
     add("--threads", type=int, default=d.threads, help="torch CPU threads")
