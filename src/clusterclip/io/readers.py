@@ -1,0 +1,476 @@
+"""Streaming corpus readers: jsonl, jsonl.gz, jsonl.zst, parquet, HF datasets.
+
+Every input record becomes exactly one :class:`Record`, in input order, with a
+status saying whether it holds usable text. Nothing is dropped silently: a bad
+record is still yielded (``status != "ok"``) so the embed stage can list it in
+``documents.parquet`` and ``rejects.jsonl``. Reading streams: memory stays flat
+whatever the corpus size (one line, or one parquet batch, at a time).
+
+Conventions
+-----------
+- ``text_field=None`` reads ``content`` (the ClusterClip authors' format) and
+  falls back to ``text`` when a record has no ``content`` key.
+- ``id_field=None`` uses ``id`` when the record has it, else the id is ``None``.
+- Lines that hold only whitespace are not records: they are skipped and
+  counted (:attr:`RecordStream.blank_lines`).
+- Bytes that are not valid UTF-8 are replaced by U+FFFD; the number of lines
+  where that happened is :attr:`RecordStream.replaced_utf8_lines`.
+- A truncated ``.gz`` / ``.zst`` file is an error that names the file and the
+  last line read: the records after the cut cannot be accounted for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import gzip
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusterclip.errors import ClusterClipError, invalid, require_extra
+
+__all__ = [
+    "STATUSES",
+    "SUFFIXES",
+    "Record",
+    "count_lines",
+    "RecordStream",
+    "expand_inputs",
+    "fingerprint_input",
+    "is_hf_dataset",
+    "iter_records",
+]
+
+#: File name endings the readers understand.
+SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet")
+#: Every status a record can have, ``ok`` first.
+STATUSES = ("ok", "empty", "malformed", "missing_field", "not_text")
+#: Text fields tried, in order, when ``text_field`` is ``None``.
+DEFAULT_TEXT_FIELDS = ("content", "text")
+DEFAULT_ID_FIELD = "id"
+DATASET_SOURCE = "<dataset>"
+
+_PARQUET_BATCH_ROWS = 1024
+_FULL_HASH_LIMIT = 64 << 20  # files up to 64 MiB are hashed whole
+_SAMPLE_BYTES = 1 << 20  # larger ones: first, middle and last MiB
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input record and what the reader made of it.
+
+    Attributes
+    ----------
+    index : int
+        Global 0-based position across all inputs, in input order.
+    source : str
+        File path, or ``"<dataset>"`` for a Hugging Face dataset.
+    line : int
+        1-based line number for jsonl files, 0-based row for parquet and datasets.
+    raw : dict or None
+        The parsed record (``None`` when it could not be parsed).
+    text : str or None
+        The text, when ``status == "ok"``.
+    id : str or None
+        The record id (``id_field``), as a string.
+    status : str
+        ``"ok"``, ``"empty"``, ``"malformed"``, ``"missing_field"`` or ``"not_text"``.
+    reason : str or None
+        Why the record is not ``ok``.
+    """
+
+    index: int
+    source: str
+    line: int
+    raw: dict | None
+    text: str | None
+    id: str | None
+    status: str
+    reason: str | None
+
+
+def _is_supported(path: Path) -> bool:
+    return path.name.endswith(SUFFIXES)
+
+
+def expand_inputs(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Resolve files, directories and glob patterns into a list of corpus files.
+
+    Arguments keep their order; a directory (searched recursively) or a glob
+    expands to its supported files in sorted path order. A file named twice is
+    read once.
+
+    Parameters
+    ----------
+    inputs : path, glob or a sequence of them
+        ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` or ``.parquet`` files,
+        directories holding them, or glob patterns such as ``"data/*.jsonl.gz"``.
+
+    Returns
+    -------
+    list of pathlib.Path
+        Deterministic: the same arguments on the same files give the same list.
+
+    Raises
+    ------
+    ClusterClipError
+        When an argument matches no supported file, or names an unsupported file.
+
+    Examples
+    --------
+    >>> expand_inputs(["shards/"])  # doctest: +SKIP
+    [PosixPath('shards/part-0.jsonl.gz'), PosixPath('shards/part-1.jsonl.gz')]
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    items = [os.fspath(item) for item in inputs]
+    if not items:
+        raise invalid("inputs", "at least one file, directory or glob", [], "Name a corpus file.")
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            matches = sorted(p for p in path.rglob("*") if p.is_file() and _is_supported(p))
+            where = f"directory {item}"
+        elif path.is_file():
+            if not _is_supported(path):
+                raise invalid(
+                    "inputs",
+                    f"files ending in {', '.join(SUFFIXES)}",
+                    item,
+                    "Convert the file to jsonl or parquet, or rename it if it already is one.",
+                )
+            matches = [path]
+            where = item
+        elif glob.has_magic(item):
+            matches = sorted(
+                Path(p) for p in glob.glob(item, recursive=True) if _is_supported(Path(p))
+            )
+            matches = [p for p in matches if p.is_file()]
+            where = f"glob {item!r}"
+        else:
+            raise ClusterClipError(f"input {item} does not exist. Check the path.")
+        if not matches:
+            raise ClusterClipError(
+                f"{where} matches no corpus file (looked for {', '.join(SUFFIXES)}). "
+                "Check the path or pattern."
+            )
+        for match in matches:
+            key = match.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(match)
+    return found
+
+
+def is_hf_dataset(obj: Any) -> bool:
+    """True for a Hugging Face ``datasets.Dataset`` / ``IterableDataset`` (no import)."""
+    module = type(obj).__module__ or ""
+    return module.startswith("datasets.") and hasattr(obj, "features")
+
+
+def fingerprint_input(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Content fingerprint of one input file: size plus a blake2b hash.
+
+    Files up to 64 MiB are hashed whole; larger ones hash their size and the
+    first, middle and last MiB, so that checking a 100 GB corpus on rerun takes
+    milliseconds. The modification time is deliberately not used: copying a
+    corpus to another disk must not look like a change. (A same-size edit in
+    the unsampled middle of a big file is therefore not detected.)
+
+    >>> fingerprint_input("corpus.jsonl")  # doctest: +SKIP
+    {'size': 1234, 'blake2b': '...', 'sampled': False}
+    """
+    size = os.path.getsize(path)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(str(size).encode())
+    with open(path, "rb") as handle:
+        if size <= _FULL_HASH_LIMIT:
+            while chunk := handle.read(1 << 22):
+                digest.update(chunk)
+        else:
+            for offset in (0, size // 2 - _SAMPLE_BYTES // 2, size - _SAMPLE_BYTES):
+                handle.seek(offset)
+                digest.update(handle.read(_SAMPLE_BYTES))
+    return {"size": size, "blake2b": digest.hexdigest(), "sampled": size > _FULL_HASH_LIMIT}
+
+
+class RecordStream(Iterator[Record]):
+    """Iterator of :class:`Record` that also counts what it saw.
+
+    Attributes (updated while iterating)
+    ------------------------------------
+    replaced_utf8_lines : int
+        Lines (or text values) whose invalid UTF-8 bytes were replaced.
+    blank_lines : int
+        Whitespace-only jsonl lines skipped (not records).
+    text_fields : collections.Counter
+        Which field supplied the text of each ``ok`` record.
+    counts : collections.Counter
+        Records by status.
+    """
+
+    def __init__(
+        self,
+        inputs: Any,
+        *,
+        text_field: str | None,
+        id_field: str | None,
+        strict: bool,
+        start: int = 0,
+    ) -> None:
+        if text_field is not None and (not isinstance(text_field, str) or not text_field):
+            raise invalid("text_field", "a non-empty field name or None", text_field)
+        if id_field is not None and (not isinstance(id_field, str) or not id_field):
+            raise invalid("id_field", "a non-empty field name or None", id_field)
+        self.text_field = text_field
+        self.id_field = id_field
+        self.strict = strict
+        self.replaced_utf8_lines = 0
+        self.blank_lines = 0
+        self.text_fields: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self._index = start
+        if is_hf_dataset(inputs):
+            self._raw = self._iter_dataset(inputs)
+        else:
+            self._raw = self._iter_files(expand_inputs(inputs))
+
+    def __next__(self) -> Record:
+        source, line, raw, error = next(self._raw)
+        record = self._make(source, line, raw, error)
+        self.counts[record.status] += 1
+        if self.strict and record.status != "ok":
+            raise ClusterClipError(
+                f"{source}:{line}: {record.status}: {record.reason}. "
+                "Fix the record, or run without --strict to record it in rejects.jsonl."
+            )
+        self._index += 1
+        return record
+
+    # -- raw sources: yield (source, line, parsed dict or None, error or None) --
+
+    def _iter_files(self, paths: list[Path]) -> Iterator[tuple[str, int, Any, str | None]]:
+        for path in paths:
+            if path.name.endswith(".parquet"):
+                yield from self._iter_parquet(path)
+            else:
+                yield from self._iter_jsonl(path)
+
+    def _iter_jsonl(self, path: Path) -> Iterator[tuple[str, int, Any, str | None]]:
+        source = str(path)
+        line = 0
+        with _open_lines(path) as handle:
+            try:
+                for line_bytes in handle:
+                    line += 1
+                    if not line_bytes.strip():
+                        self.blank_lines += 1
+                        continue
+                    try:
+                        text = line_bytes.decode("utf-8")
+                    except UnicodeDecodeError:
+                        text = line_bytes.decode("utf-8", errors="replace")
+                        self.replaced_utf8_lines += 1
+                    try:
+                        yield source, line, json.loads(text), None
+                    except json.JSONDecodeError as error:
+                        yield (
+                            source,
+                            line,
+                            None,
+                            f"invalid JSON ({error.msg} at column {error.colno})",
+                        )
+            except (EOFError, OSError) as error:
+                unpack = "zstdcat" if source.endswith(".zst") else "zcat"
+                raise ClusterClipError(
+                    f"{source} is truncated or corrupt after line {line} ({error}); the records "
+                    "after that point cannot be read or accounted for. Re-create the file, or "
+                    f"recover the readable part (e.g. `{unpack} {source} > part.jsonl`) and pass that."
+                ) from error
+
+    def _iter_parquet(self, path: Path) -> Iterator[tuple[str, int, Any, str | None]]:
+        pq = require_extra("pyarrow.parquet", "io")
+        source = str(path)
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as error:  # pyarrow raises several types for bad files
+            raise ClusterClipError(f"{source} is not a readable parquet file ({error}).") from error
+        row = 0
+        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+            for raw in batch.to_pylist():
+                yield source, row, raw, None
+                row += 1
+
+    def _iter_dataset(self, dataset: Any) -> Iterator[tuple[str, int, Any, str | None]]:
+        for row, raw in enumerate(dataset):
+            yield DATASET_SOURCE, row, raw, None
+
+    # -- one record --
+
+    def _make(self, source: str, line: int, raw: Any, error: str | None) -> Record:
+        def reject(status: str, reason: str, parsed: dict | None = None) -> Record:
+            return Record(self._index, source, line, parsed, None, None, status, reason)
+
+        if error is not None:
+            return reject("malformed", error)
+        if not isinstance(raw, dict):
+            return reject("malformed", f"expected a JSON object, got {type(raw).__name__}")
+        record_id = self._record_id(raw)
+        fields = (self.text_field,) if self.text_field else DEFAULT_TEXT_FIELDS
+        field = next((name for name in fields if name in raw), None)
+        if field is None:
+            names = " or ".join(f"`{name}`" for name in fields)
+            fix = "" if self.text_field else "; pass --text-field to name the text field"
+            return Record(
+                self._index, source, line, raw, None, record_id, "missing_field",
+                f"no {names} field{fix}",
+            )  # fmt: skip
+        value = raw[field]
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                value = value.decode("utf-8", errors="replace")
+                self.replaced_utf8_lines += 1
+        if not isinstance(value, str):
+            kind = "null" if value is None else type(value).__name__
+            return Record(
+                self._index, source, line, raw, None, record_id, "not_text",
+                f"field `{field}` is {kind}, not text",
+            )  # fmt: skip
+        if not value.strip():
+            return Record(
+                self._index, source, line, raw, None, record_id, "empty",
+                f"field `{field}` is empty",
+            )  # fmt: skip
+        self.text_fields[field] += 1
+        return Record(self._index, source, line, raw, value, record_id, "ok", None)
+
+    def _record_id(self, raw: dict) -> str | None:
+        value = raw.get(self.id_field or DEFAULT_ID_FIELD)
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="replace")
+        return str(value)
+
+
+def iter_records(
+    inputs: Any,
+    *,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    strict: bool = False,
+) -> RecordStream:
+    """Stream every record of the inputs, in input order, with its status.
+
+    Parameters
+    ----------
+    inputs : path, glob, sequence of them, or datasets.Dataset
+        See :func:`expand_inputs`; a Hugging Face dataset is read row by row.
+    text_field : str, optional
+        Field holding the text. ``None``: ``content``, else ``text`` (per record).
+    id_field : str, optional
+        Field holding the document id. ``None``: ``id`` when present.
+    strict : bool
+        Raise :class:`~clusterclip.errors.ClusterClipError` (with file and line)
+        at the first record whose status is not ``ok``.
+
+    Returns
+    -------
+    RecordStream
+        An iterator of :class:`Record`; its counters (UTF-8 replacements, blank
+        lines, text fields used) fill in as it is consumed.
+
+    Examples
+    --------
+    >>> from clusterclip.io.readers import iter_records
+    >>> from importlib.resources import files
+    >>> kjv = files("clusterclip") / "data" / "kjv-verses.jsonl.gz"
+    >>> first = next(iter_records(str(kjv)))
+    >>> first.status, first.line, first.text[:20]
+    ('ok', 1, 'In the beginning God')
+    """
+    return RecordStream(inputs, text_field=text_field, id_field=id_field, strict=strict)
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    """Records in one file: parquet footer row count, or newlines in a jsonl file.
+
+    A quick estimate for progress bars (blank lines and a missing final newline
+    are not corrected for).
+    """
+    path = Path(path)
+    if path.name.endswith(".parquet"):
+        pq = require_extra("pyarrow.parquet", "io")
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    if path.name.endswith(".zst"):
+        return sum(chunk.count(b"\n") for chunk in _zstd_chunks(path))
+    opener = gzip.open if path.name.endswith(".gz") else open
+    count = 0
+    with opener(path, "rb") as handle:
+        while chunk := handle.read(1 << 24):
+            count += chunk.count(b"\n")
+    return count
+
+
+class _TruncatedError(EOFError):
+    pass
+
+
+def _zstd_chunks(path: Path) -> Iterator[bytes]:
+    """Decompressed chunks of a (multi-frame) zstd file; raises if the last frame is cut."""
+    zstandard = require_extra("zstandard", "io")
+    with open(path, "rb") as handle:
+        decompressor = zstandard.ZstdDecompressor().decompressobj()
+        pending = b""
+        started = False
+        while True:
+            chunk = pending or handle.read(1 << 20)
+            pending = b""
+            if not chunk:
+                break
+            out = decompressor.decompress(chunk)
+            if out:
+                yield out
+            if decompressor.eof:  # end of one frame: the rest starts the next one
+                pending = decompressor.unused_data
+                decompressor = zstandard.ZstdDecompressor().decompressobj()
+                started = bool(pending)
+            else:
+                started = True
+        if started and not decompressor.eof:
+            raise _TruncatedError("zstd stream ended inside a frame")
+
+
+def _zstd_lines(path: Path) -> Iterator[bytes]:
+    rest = b""
+    for chunk in _zstd_chunks(path):
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
+
+
+@contextlib.contextmanager
+def _open_lines(path: Path) -> Iterator[Iterator[bytes]]:
+    name = path.name
+    if name.endswith(".zst"):
+        yield _zstd_lines(path)
+        return
+    try:
+        handle = gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    except OSError as error:
+        raise ClusterClipError(f"cannot open {path}: {error}") from error
+    with handle:
+        yield handle

