@@ -33,6 +33,7 @@ backends may differ on near-ties.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from typing import Any
 
@@ -188,8 +189,9 @@ class TorchBackend(Backend):
         return labels.numpy(), scores.numpy()
 
 
+@functools.cache
 def get_backend(name: str) -> Backend:
-    """The backend object for a concrete or ``auto`` name.
+    """The backend object for a concrete or ``auto`` name (cached: backends hold no state).
 
     >>> get_backend("numpy").name
     'numpy'
