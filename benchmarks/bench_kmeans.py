@@ -263,7 +263,7 @@ def section_seeding(config: dict[str, int], seed: int) -> dict[str, Any]:
     rows = []
     for init in ("random", "k-means++", "afk-mc2"):
         seconds, model = timed(KMeans(k, seed=seed, n_iter=n_iter, init=init).fit, X)
-        labels = model.labels_
+        labels = model.predict(X)
         survived = 0
         for true_cluster in rare:
             members = labels[truth == true_cluster]
