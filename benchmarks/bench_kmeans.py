@@ -145,7 +145,11 @@ def _faiss_child_main(spec: str) -> None:
 
     X, _ = vmf_mixture(config["n"], config["dim"], config["k"], seed=config["seed"])
     arch = next(
-        (i.get("architecture") for i in threadpool_info() if "faiss" in str(i.get("filepath", ""))),
+        (
+            i.get("architecture")
+            for i in threadpool_info()
+            if i.get("internal_api") == "openblas" and "faiss" in str(i.get("filepath", ""))
+        ),
         None,
     )
     model = faiss.Kmeans(
