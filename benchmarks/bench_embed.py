@@ -101,7 +101,7 @@ def case(name: str, docs: Path, out: Path, workdir: Path) -> dict:
         import clusterclip
         from clusterclip.embed.encoders import EncoderSpec
 
-        encoder = name.removeprefix("ours-").replace("st", "sentence-transformers", 1)
+        encoder = {"ours-st": "sentence-transformers"}.get(name, name.removeprefix("ours-"))
         if encoder != "tfidf":  # load the model before the clock starts, as for the baselines
             EncoderSpec(encoder=encoder, state_dir=str(workdir.resolve())).build().encode(["warm"])
         sampler = RssSampler()
@@ -179,6 +179,10 @@ def cluster_agreement(a: np.ndarray, b: np.ndarray, labels: list[int]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents (minutes, not tens)")
+    parser.add_argument(
+        "--flat-docs", type=int, default=None,
+        help="short documents for the static RSS run (default 1,000,000; --quick 100,000)",
+    )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -188,18 +192,24 @@ def main() -> None:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
         return
 
-    n_short, per_topic, n_static, n_flat = (
-        (96, 12, 20_000, 100_000) if args.quick else (384, 50, 100_000, 1_000_000)
+    n_short, per_topic, n_static, n_long_static = (
+        (96, 12, 20_000, 500) if args.quick else (384, 50, 50_000, 2225)
     )
+    n_flat = args.flat_docs or (100_000 if args.quick else 1_000_000)
     verses = kjv_verses()
     chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
     articles, topics = bbc_articles(per_topic)
+    all_articles, _ = bbc_articles(10_000)
     root = Path(tempfile.mkdtemp(prefix="bench-embed-"))
     short = write_docs(root / "short.jsonl", chunks[:: max(1, len(chunks) // n_short)][:n_short])
     long = write_docs(root / "long.jsonl", articles)
-    many = write_docs(root / "many.jsonl", (chunks * (n_static // len(chunks) + 1))[:n_static])
-    print(f"documents: {n_short} x ~100 tokens (KJV), {len(articles)} x ~500 tokens (BBC), ")
-    print(f"           {n_static} x ~100 tokens for static/tfidf rates; {n_flat} short for RSS")
+    # static and tfidf rates are measured on more documents of the same kinds
+    many = {
+        short: write_docs(root / "many_short.jsonl", (chunks * (n_static // len(chunks) + 1))[:n_static]),
+        long: write_docs(root / "many_long.jsonl", all_articles[:: max(1, len(all_articles) // n_long_static)][:n_long_static]),
+    }  # fmt: skip
+    print(f"documents: {n_short} x ~100 tokens (4 KJV verses), {len(articles)} x ~500 tokens (BBC)")
+    print(f"           for static/tfidf: {n_static} x ~100 tokens, {n_long_static} BBC articles")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
 
     rows = []
@@ -214,8 +224,9 @@ def main() -> None:
         )  # fmt: skip
         base = plain["docs_per_second"]
         for name in ("plain-static", "ours-static", "ours-tfidf"):
-            result = run_case(name, docs if docs is long else many, root)
+            result = run_case(name, many[docs], root)
             rows.append((docs.stem, name, result, result["docs_per_second"] / base, None))
+    run_case("ours-static", long, root)  # the same articles as the transformer, for the ARI
 
     print(f"{'docs':6} {'path':48} {'docs/s':>9} {'x plain ST':>10} {'peak RSS':>9} {'cos':>6}")
     for docs, label, result, ratio, cosine in rows:

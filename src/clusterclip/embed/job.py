@@ -324,6 +324,8 @@ def embed(
     run_file = plan.state / "run.json"
     if overwrite:
         _clear(workdir)
+        if previous:  # until this run completes, the old entry must not look valid
+            write_stage(workdir, "embed", {**previous, "complete": False})
     elif previous and previous.get("complete"):
         changes = _changes(previous, run)
         if changes:
@@ -438,6 +440,7 @@ def embed(
         "replaced_utf8_lines": stream.replaced_utf8_lines,
         "blank_lines": stream.blank_lines,
         "text_fields": dict(stream.text_fields),
+        "encoder": local.describe(),
     }
     write_stage(
         workdir,
