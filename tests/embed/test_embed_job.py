@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_jsonl
+from embed_helpers import write_jsonl
 
 import clusterclip
 from clusterclip.embed import open_embeddings
