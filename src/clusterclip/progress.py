@@ -51,6 +51,11 @@ def progress_bar(*, total: int | None, desc: str, unit: str = "doc", initial: in
     except ImportError:
         return _Silent(initial=initial)
     return tqdm(
-        total=total, desc=desc, unit=unit, unit_scale=True, initial=initial,
-        dynamic_ncols=True, file=sys.stderr,
+        total=total,
+        desc=desc,
+        unit=unit,
+        unit_scale=True,
+        initial=initial,
+        dynamic_ncols=True,
+        file=sys.stderr,
     )

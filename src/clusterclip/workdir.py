@@ -78,11 +78,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, rename)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
@@ -185,8 +184,7 @@ def require_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any]
     if entry is None:
         command = STAGE_COMMANDS.get(stage, f"the {stage} stage")
         raise ClusterClipError(
-            f"work directory {workdir} has no completed `{stage}` stage. "
-            f"Run `{command}` first."
+            f"work directory {workdir} has no completed `{stage}` stage. Run `{command}` first."
         )
     return entry
 
@@ -213,7 +211,5 @@ def check_upstream(
         upstream, _, output = key.partition(".")
         current = manifest.get(upstream, {}).get("outputs", {}).get(output)
         if current != fingerprint:
-            changed.append(
-                f"{key} changed since `{stage}` ran (was {fingerprint}, now {current})"
-            )
+            changed.append(f"{key} changed since `{stage}` ran (was {fingerprint}, now {current})")
     return changed

@@ -1,0 +1,255 @@
+"""Hugging Face ``datasets`` adapters: a dataset in schedule order, and a resumable stream.
+
+The schedule holds *document indices*: row ``i`` of the dataset must be the
+document the embed stage saw at index ``i`` (the same dataset, or the same
+files concatenated in the same order, without filtering in between).
+
+- :func:`apply_schedule` returns ``dataset.select(schedule)``: a map-style
+  dataset in training order (repeats included). ``select`` builds an indices
+  mapping (8 bytes per draw), it does not copy the rows.
+- :class:`ScheduledIterableDataset` is a ``torch.utils.data.IterableDataset``
+  that yields ``dataset[i]`` in schedule order, split across ranks and
+  DataLoader workers, and resumes exactly from ``consumed_samples``.
+
+From the resume point ``c = consumed_samples``, position ``c + r + j * world_size``
+goes to rank ``r`` (round-robin, like Megatron's samplers); within a rank, DataLoader worker ``w`` of ``n`` takes the rank's ``w``-th, ``w + n``-th, ...
+item. The union over ranks of what is read from ``consumed_samples`` on is
+exactly the rest of the schedule, whatever the world size.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from clusterclip.errors import invalid, require_extra
+
+__all__ = ["ScheduledIterableDataset", "apply_schedule", "schedule_indices"]  # noqa: F822 (lazy, see __getattr__)
+
+
+def schedule_indices(schedule: Any) -> np.ndarray:
+    """The int64 document indices of a :class:`~clusterclip.schedule.Schedule`,
+    an array, or a path to a ``schedule.npy`` / work directory (memory-mapped).
+
+    >>> schedule_indices(np.array([2, 0, 1])).tolist()
+    [2, 0, 1]
+    """
+    if isinstance(schedule, (str, os.PathLike)):
+        from pathlib import Path
+
+        path = Path(schedule)
+        if path.is_dir():
+            path = path / "schedule.npy"
+        if not path.exists():
+            raise invalid(
+                "schedule",
+                "a schedule.npy file or a work directory holding one",
+                str(schedule),
+                "Run `clusterclip run` to build the schedule first.",
+            )
+        indices = np.load(path, mmap_mode="r")
+    else:
+        indices = getattr(schedule, "indices", schedule)
+        indices = np.asarray(indices)
+    if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
+        raise invalid(
+            "schedule",
+            "a 1-D array of int document indices",
+            f"{indices.dtype} array of shape {indices.shape}",
+            "Pass a Schedule, its .indices, or a path to schedule.npy.",
+        )
+    return indices
+
+
+def _check_range(indices: np.ndarray, n_rows: int) -> None:
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_rows):
+        raise invalid(
+            "schedule",
+            f"indices in [0, {n_rows}) (the dataset's rows)",
+            f"indices in [{int(indices.min())}, {int(indices.max())}]",
+            "Use the same dataset (same files, same order, unfiltered) that was embedded.",
+        )
+
+
+def apply_schedule(dataset: Any, schedule: Any) -> Any:
+    """Reorder a ``datasets.Dataset`` into schedule order (repeats included).
+
+    Parameters
+    ----------
+    dataset : datasets.Dataset
+        The corpus that was embedded, row ``i`` = document index ``i``.
+    schedule : Schedule, array of int, or path
+        A :class:`~clusterclip.schedule.Schedule`, its ``.indices``, or a
+        ``schedule.npy`` / work directory.
+
+    Returns
+    -------
+    datasets.Dataset
+        ``dataset.select(indices)``: row ``j`` is document ``indices[j]``.
+        Deterministic: the schedule is the order.
+
+    Examples
+    --------
+    >>> from datasets import Dataset
+    >>> ds = Dataset.from_dict({"text": ["a", "b", "c"]})
+    >>> apply_schedule(ds, np.array([2, 0, 2]))["text"]
+    ['c', 'a', 'c']
+    """
+    require_extra("datasets", "hf")
+    if not hasattr(dataset, "select") or not hasattr(dataset, "__len__"):
+        raise invalid(
+            "dataset",
+            "a datasets.Dataset (map-style, with .select)",
+            type(dataset).__name__,
+            "For a streaming dataset, use ScheduledIterableDataset on a map-style one.",
+        )
+    indices = schedule_indices(schedule)
+    _check_range(indices, len(dataset))
+    return dataset.select(np.asarray(indices, dtype=np.int64))
+
+
+class _ScheduledIterable:
+    """Implementation of :class:`ScheduledIterableDataset` (torch base added lazily)."""
+
+    def __init__(
+        self,
+        dataset: Sequence[Any] | Any,
+        schedule: Any,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        consumed_samples: int = 0,
+    ) -> None:
+        for name, value, low in (
+            ("world_size", world_size, 1),
+            ("rank", rank, 0),
+            ("consumed_samples", consumed_samples, 0),
+        ):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise invalid(name, f"an int in [{low}, inf)", value)
+        if rank >= world_size:
+            raise invalid(
+                "rank",
+                f"an int in [0, world_size={world_size})",
+                rank,
+                "Pass torch.distributed.get_rank().",
+            )
+        self.dataset = dataset
+        self.indices = schedule_indices(schedule)
+        _check_range(self.indices, len(dataset))
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.consumed_samples = int(consumed_samples)
+
+    def __len__(self) -> int:
+        """Items this rank still yields from ``consumed_samples`` to the end."""
+        return len(self._positions(self.consumed_samples, 0, 1))
+
+    def _positions(self, consumed: int, worker: int, n_workers: int) -> range:
+        total = len(self.indices)
+        # Positions are dealt round-robin from the resume point: rank r reads
+        # consumed + r, consumed + r + world_size, ... (like Megatron's samplers).
+        first = consumed + self.rank
+        stride = self.world_size
+        return range(first + worker * stride, total, stride * n_workers)
+
+    def __iter__(self) -> Iterator[Any]:
+        worker, n_workers = 0, 1
+        try:
+            from torch.utils.data import get_worker_info
+
+            info = get_worker_info()
+            if info is not None:
+                worker, n_workers = info.id, info.num_workers
+        except ImportError:  # used without torch: one in-process reader
+            pass
+        start = self.consumed_samples
+        total = len(self.indices)
+        for position in self._positions(start, worker, n_workers):
+            item = self.dataset[int(self.indices[position])]
+            if n_workers == 1:
+                # Ranks advance in lock-step (one item each per step), so after this
+                # item the whole group of world_size positions it belongs to is consumed.
+                group = (position - start) // self.world_size
+                self.consumed_samples = min(start + (group + 1) * self.world_size, total)
+            yield item
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"consumed_samples": n}``: global schedule positions already consumed.
+
+        Counted in-process (``num_workers=0``). With DataLoader workers the
+        iteration happens in other processes: save the trainer's own count,
+        ``steps * global_batch_size``, instead.
+        """
+        return {"consumed_samples": self.consumed_samples}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Resume at ``state["consumed_samples"]`` (any world size)."""
+        consumed = state.get("consumed_samples") if isinstance(state, dict) else None
+        if not isinstance(consumed, (int, np.integer)) or consumed < 0:
+            raise invalid(
+                "state['consumed_samples']",
+                "an int in [0, inf)",
+                consumed,
+                "Pass the dict returned by state_dict().",
+            )
+        self.consumed_samples = int(consumed)
+
+
+_CLASS_CACHE: dict[str, type] = {}
+
+
+def _scheduled_iterable_dataset() -> type:
+    cls = _CLASS_CACHE.get("ScheduledIterableDataset")
+    if cls is None:
+        data = require_extra("torch.utils.data", "torch")
+        cls = type(
+            "ScheduledIterableDataset",
+            (_ScheduledIterable, data.IterableDataset),
+            {
+                "__module__": __name__,
+                "__qualname__": "ScheduledIterableDataset",
+                "__doc__": _DOC,
+            },
+        )
+        _CLASS_CACHE["ScheduledIterableDataset"] = cls
+    return cls
+
+
+_DOC = """A resumable ``torch.utils.data.IterableDataset`` over a dataset in schedule order.
+
+Parameters
+----------
+dataset : datasets.Dataset or any sequence
+    Map-style: ``dataset[i]`` is document index ``i``.
+schedule : Schedule, array of int, or path
+    The training order (document indices).
+rank, world_size : int
+    This process's place among the data-parallel ranks. Rank ``r`` reads
+    global positions ``consumed_samples + r + j * world_size``; DataLoader workers
+    split a rank's positions further. The global order never depends on them.
+consumed_samples : int
+    Global schedule positions already consumed (resume point).
+
+Examples
+--------
+>>> from torch.utils.data import DataLoader
+>>> stream = ScheduledIterableDataset(["a", "b", "c", "d"], np.array([3, 1, 1, 0]),
+...                                   rank=0, world_size=2)
+>>> list(DataLoader(stream, batch_size=None))
+['d', 'b']
+>>> stream.load_state_dict({"consumed_samples": 2})
+>>> list(stream)
+['b']
+"""
+
+
+def __getattr__(name: str) -> Any:
+    # ScheduledIterableDataset subclasses torch's IterableDataset (DataLoader checks
+    # isinstance), but importing this module must not import torch: build it on demand.
+    if name == "ScheduledIterableDataset":
+        return _scheduled_iterable_dataset()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

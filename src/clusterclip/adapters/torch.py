@@ -1,0 +1,194 @@
+"""``ClusterClipSampler``: the schedule as a resumable, distributed PyTorch sampler.
+
+The sampler streams the global schedule (never materialises it; memory
+O(N + K)) and gives rank ``r`` of ``W`` the global positions
+``c + r, c + r + W, c + r + 2W, ...`` where ``c`` is ``consumed_samples``. The
+global schedule does not depend on ``W``, so a checkpoint taken with 8 ranks
+resumes exactly on 2, and vice versa.
+
+Works without torch too: then the class is a plain iterable with the same API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.schedule.api import open_stream
+from clusterclip.schedule.config import ScheduleConfig
+
+try:  # a real torch Sampler when torch is importable; a plain iterable otherwise
+    from torch.utils.data import Sampler as _SamplerBase
+except ImportError:  # pragma: no cover - exercised only without torch
+    _SamplerBase = object  # type: ignore[assignment,misc]
+
+__all__ = ["ClusterClipSampler"]
+
+
+def _check_index(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise invalid(name, f"an int in [{low}, inf)", value)
+    return int(value)
+
+
+class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
+    """Resumable, rank-aware sampler over the ClusterClip schedule.
+
+    Parameters
+    ----------
+    labels : array_like of int, shape (N,)
+        Cluster id of every dataset index (negative = never sampled).
+    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed
+        Exactly as :func:`clusterclip.build_schedule`; the sampler yields the
+        same global sequence.
+    rank, world_size : int
+        This process's rank and the number of ranks (``0 <= rank < world_size``).
+    drop_last : bool
+        True (default): every rank yields the same number of indices; the last
+        ``< world_size`` positions of the schedule are dropped so that ranks
+        stay in lockstep. False: ranks ``r < tail`` yield one more.
+
+    Attributes
+    ----------
+    consumed_samples : int
+        Global positions consumed so far (``m * world_size`` after this rank
+        yielded ``m`` indices in this run, plus where it started).
+    config : ScheduleConfig
+
+    Notes
+    -----
+    ``len(sampler)`` is the number of indices this rank will yield from the
+    current ``consumed_samples`` (for a token budget it needs one counting
+    pass over the schedule, O(T) time, O(N) memory, computed once).
+
+    With a ``DataLoader`` the sampler runs ahead of training by the prefetched
+    batches, so ``state_dict()`` taken mid-epoch over-counts. Either call
+    :meth:`set_consumed_samples` with the count your training loop tracked
+    (``steps * global_batch_size``, as Megatron does) before saving, or use
+    ``num_workers=0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([0, 0, 0, 1, 1, 2])
+    >>> sampler = ClusterClipSampler(labels, num_samples=8, max_repeats=3, seed=0,
+    ...                              rank=1, world_size=2)
+    >>> len(sampler), len(list(sampler)), sampler.state_dict()["consumed_samples"]
+    (4, 4, 8)
+    """
+
+    def __init__(
+        self,
+        labels: Any,
+        *,
+        policy: str = "clusterclip",
+        max_repeats: int | None = 4,
+        num_samples: int | None = None,
+        num_tokens: int | None = None,
+        lengths: Any = None,
+        alpha: float | None = None,
+        cluster_weights: Any = None,
+        order: str = "online",
+        on_exhausted: str = "stop",
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = True,
+    ) -> None:
+        if _SamplerBase is not object:
+            super().__init__()
+        self.world_size = _check_index("world_size", world_size, 1)
+        self.rank = _check_index("rank", rank, 0)
+        if self.rank >= self.world_size:
+            raise invalid("rank", f"an int in [0, world_size={self.world_size})", rank)
+        self.drop_last = bool(drop_last)
+        self._stream = open_stream(
+            labels,
+            policy=policy,
+            max_repeats=max_repeats,
+            num_samples=num_samples,
+            num_tokens=num_tokens,
+            lengths=lengths,
+            alpha=alpha,
+            cluster_weights=cluster_weights,
+            order=order,
+            on_exhausted=on_exhausted,
+            seed=seed,
+        )
+        self.config: ScheduleConfig = self._stream.config
+        self.consumed_samples = 0
+        self._total: int | None = None
+
+    # -- sizes --------------------------------------------------------------
+    @property
+    def total_samples(self) -> int:
+        """Length of the global schedule (all ranks together)."""
+        if self._total is None:
+            stream = self._stream
+            if self.config.num_tokens is None and stream.end is not None:
+                self._total = int(stream.end)
+            else:  # token budget: one counting pass
+                self._total = sum(block.size for block in stream.blocks(0))
+        return self._total
+
+    def __len__(self) -> int:
+        remaining = max(0, self.total_samples - self.consumed_samples)
+        count = remaining // self.world_size
+        if not self.drop_last and self.rank < remaining % self.world_size:
+            count += 1
+        return count
+
+    # -- iteration ----------------------------------------------------------
+    def __iter__(self) -> Iterator[int]:
+        world, rank = self.world_size, self.rank
+        pending = np.zeros(0, dtype=np.int64)
+        for block in self._stream.blocks(self.consumed_samples):
+            buffer = np.concatenate([pending, block]) if pending.size else block
+            full = buffer.size - buffer.size % world
+            pending = buffer[full:]
+            for index in buffer[rank:full:world].tolist():
+                self.consumed_samples += world  # before the yield: counts what was handed out
+                yield index
+        if not self.drop_last and pending.size:
+            self.consumed_samples += pending.size
+            if rank < pending.size:
+                yield int(pending[rank])
+
+    # -- checkpointing ------------------------------------------------------
+    def set_consumed_samples(self, consumed_samples: int) -> None:
+        """Resume at global position ``consumed_samples`` (e.g. steps * global batch)."""
+        self.consumed_samples = _check_index("consumed_samples", consumed_samples, 0)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Resume state: ``consumed_samples`` + the config (and its fingerprint)."""
+        return {
+            "consumed_samples": int(self.consumed_samples),
+            "config_fingerprint": self.config.fingerprint(),
+            "config": self.config.to_dict(),
+            "schedule_version": self.config.schedule_version,
+            "world_size": self.world_size,
+            "rank": self.rank,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`, with any world size.
+
+        Raises
+        ------
+        ClusterClipError
+            The state belongs to a different config (names every difference).
+        """
+        if not isinstance(state, dict) or "consumed_samples" not in state:
+            raise invalid("state", "a dict from ClusterClipSampler.state_dict()", state)
+        if state.get("config_fingerprint") != self.config.fingerprint():
+            differences = self.config.differences(state.get("config") or {})
+            detail = "; ".join(differences) if differences else "config fingerprint"
+            raise ClusterClipError(
+                f"sampler state belongs to a different schedule: {detail} differ. Build the "
+                "sampler with the labels and policy arguments of the checkpointed run, or start "
+                "a new run without load_state_dict()."
+            )
+        self.set_consumed_samples(state["consumed_samples"])

@@ -1,0 +1,75 @@
+"""``clusterclip report``: the HTML + JSON report of a work directory's schedule."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "write report.html (+ PNGs, report.json) showing what the schedule does to the corpus"
+DESCRIPTION = (
+    "Write a self-contained report.html (figures embedded), the figures as PNG files and\n"
+    "report.json (every number) for the schedule in a work directory: cluster sizes, share\n"
+    "of draws per cluster under random / uniform / this schedule, sampling dynamics with\n"
+    "clip events, repetitions per document, documents never seen, and a cluster table."
+)
+EXAMPLE = """example:
+  clusterclip report --workdir work
+  clusterclip report --workdir work --out-dir reports/run-7
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workdir", required=True, type=Path, help="work directory")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="where to write the report (default: the work directory)",
+    )
+    parser.add_argument(
+        "--slices",
+        type=int,
+        default=50,
+        help="slices of training in the dynamics figure (default 50)",
+    )
+    parser.add_argument(
+        "--keywords", type=int, default=8, help="keywords per cluster in the table (default 8)"
+    )
+
+
+def print_report_summary(path: Path) -> None:
+    import json
+
+    data = json.loads(path.with_name("report.json").read_text("utf-8"))
+    s = data["summary"]
+    print(f"report:      {path}")
+    print(
+        f"  policy {s['policy']}, max_repeats {s['max_repeats']}, "
+        f"{s['schedule_length']:,} draws ({s['epochs_equivalent']:.2f} epochs equivalent)"
+    )
+    print(
+        f"  {s['n_clusters']} clusters, sizes {s['smallest_cluster']:,}..{s['largest_cluster']:,}"
+        f" ({s['imbalance']:.1f}x); {s['n_clipped_clusters']} clipped"
+    )
+    print(
+        f"  never seen {s['never_seen']:,} of {s['n_usable']:,} documents "
+        f"({s['never_seen_fraction']:.1%}); most repeats of one document: "
+        f"{s['max_repeats_observed']}"
+    )
+    d = data["dynamics"]
+    if d["share_rarest_10pct"]:
+        print(
+            f"  rarest 10% of clusters get {d['policy_share_rarest_10pct']:.1%} of draws "
+            f"(random: {d['random_share_rarest_10pct']:.1%}, "
+            f"uniform: {d['uniform_share_rarest_10pct']:.1%})"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from clusterclip.report import build_report
+
+    path = build_report(
+        args.workdir, out_dir=args.out_dir, n_slices=args.slices, n_keywords=args.keywords
+    )
+    print_report_summary(path)
+    return 0

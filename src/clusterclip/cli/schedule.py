@@ -1,0 +1,253 @@
+"""``clusterclip schedule``: build a schedule from cluster labels and save it."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+from typing import Any
+
+HELP = "build the training order (schedule.npy + schedule.json) from cluster labels"
+DESCRIPTION = (
+    "Build a ClusterClip schedule: clusters drawn uniformly (or by weight), documents in "
+    "shuffled passes, every document clipped at --max-repeats. Labels come from a .npy "
+    "array or a parquet column (clusters.parquet of `clusterclip cluster`); negative "
+    "labels are excluded. Prints a one-screen summary."
+)
+EXAMPLE = """example:
+  clusterclip schedule --labels work/clusters.parquet --label-column cluster \\
+      --policy clusterclip --max-repeats 4 --num-samples 1000000 --seed 0 \\
+      --out work/schedule.npy
+  clusterclip schedule --labels labels.npy --num-tokens 2000000000 \\
+      --lengths work/documents.parquet --length-column n_tokens --order planned \\
+      --seed 0 --out schedule.npy
+"""
+
+
+def _repeats(text: str) -> int | None:
+    if text.lower() in ("none", "inf", "infinity"):
+        return None
+    try:
+        return int(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected an int or 'none', got {text!r}") from error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--labels", required=True, type=Path, help=".npy array or .parquet file")
+    parser.add_argument(
+        "--label-column",
+        default="cluster",
+        help="parquet column holding the labels (default: cluster)",
+    )
+    parser.add_argument(
+        "--policy",
+        default="clusterclip",
+        choices=["clusterclip", "uniform", "temperature", "random"],
+    )
+    parser.add_argument(
+        "--max-repeats",
+        type=_repeats,
+        default=4,
+        help="most appearances of a document (R); 'none' = no clip (default: 4)",
+    )
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--num-samples", type=int, help="budget in draws (documents)")
+    budget.add_argument("--num-tokens", type=int, help="budget in tokens (needs --lengths)")
+    parser.add_argument(
+        "--lengths", type=Path, help=".npy array or .parquet file of tokens per document"
+    )
+    parser.add_argument(
+        "--length-column",
+        default="n_tokens",
+        help="parquet column holding the lengths (default: n_tokens)",
+    )
+    parser.add_argument("--alpha", type=float, help="temperature exponent (--policy temperature)")
+    parser.add_argument("--cluster-weights", type=Path, help=".npy array: weight per cluster id")
+    parser.add_argument(
+        "--order",
+        default="online",
+        choices=["online", "planned"],
+        help="online: the paper's rule; planned: per-cluster draws planned "
+        "for the budget and spread evenly (default: online)",
+    )
+    parser.add_argument(
+        "--on-exhausted",
+        default="stop",
+        choices=["stop", "random", "error"],
+        help="when every cluster is clipped before the budget (default: stop)",
+    )
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output .npy (sidecar .json next to it)"
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="record a `schedule` stage in this work directory's manifest"
+    )
+
+
+def _read_column(path: Path, column: str, what: str) -> Any:
+    import numpy as np
+
+    from clusterclip.errors import ClusterClipError, require_extra
+
+    if not path.exists():
+        raise ClusterClipError(f"{path}: no such file (--{what}).")
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if path.suffix != ".parquet":
+        raise ClusterClipError(f"{path}: --{what} must be a .npy or .parquet file.")
+    parquet = require_extra("pyarrow.parquet", "io")
+    names = parquet.read_schema(path).names
+    if column not in names:
+        raise ClusterClipError(
+            f"{path}: no column {column!r} (columns: {', '.join(names)}). "
+            f"Pass --{what[:-1] if what.endswith('s') else what}-column NAME."
+        )
+    wanted = [column] + (["index"] if "index" in names and column != "index" else [])
+    table = parquet.read_table(path, columns=wanted)
+    data = table.column(column)
+    if data.null_count:
+        if what != "labels":
+            raise ClusterClipError(f"{path}: column {column!r} has {data.null_count} nulls.")
+        data = data.fill_null(-1)  # a document without a cluster is excluded
+    values = data.to_numpy()
+    if "index" in wanted:  # rows may be in any order: put them in document order
+        index = table.column("index").to_numpy()
+        if not np.array_equal(index, np.arange(index.size)):
+            if not np.array_equal(np.sort(index), np.arange(index.size)):
+                raise ClusterClipError(f"{path}: column 'index' is not a permutation of 0..N-1.")
+            ordered = np.empty_like(values)
+            ordered[index] = values
+            values = ordered
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from clusterclip.progress import progress_bar
+    from clusterclip.schedule.api import materialise, open_stream
+
+    labels = _read_column(args.labels, args.label_column, "labels")
+    lengths = None
+    if args.lengths is not None:
+        lengths = _read_column(args.lengths, args.length_column, "lengths")
+    weights = None
+    if args.cluster_weights is not None:
+        weights = _read_column(args.cluster_weights, "weight", "cluster-weights")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        stream = open_stream(
+            labels,
+            policy=args.policy,
+            max_repeats=args.max_repeats,
+            num_samples=args.num_samples,
+            num_tokens=args.num_tokens,
+            lengths=lengths,
+            alpha=args.alpha,
+            cluster_weights=weights,
+            order=args.order,
+            on_exhausted=args.on_exhausted,
+            seed=args.seed,
+        )
+        parts = []
+        with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
+            for block in stream.blocks(0):
+                parts.append(block)
+                bar.update(block.size)
+        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    schedule = materialise(stream, indices)
+    out = schedule.save(args.out)
+    if args.workdir is not None:
+        _record_stage(args.workdir, out, schedule, args)
+    print(summary(schedule, stream.prep.labels, out, [str(w.message) for w in caught]))
+    return 0
+
+
+def _record_stage(workdir: Path, out: Path, schedule: Any, args: argparse.Namespace) -> None:
+    from clusterclip.workdir import fingerprint_file, read_stage, versions, write_stage
+
+    inputs = {}
+    cluster = read_stage(workdir, "cluster")
+    if cluster is not None and "clusters" in cluster.get("outputs", {}):
+        inputs["cluster.clusters"] = cluster["outputs"]["clusters"]
+    write_stage(
+        workdir,
+        "schedule",
+        {
+            "config": schedule.config.to_dict(),
+            "inputs": inputs,
+            "outputs": {"schedule": fingerprint_file(out)},
+            "versions": versions(),
+            "stats": {
+                k: v
+                for k, v in schedule.stats.to_dict().items()
+                if k not in ("draws_per_cluster", "clip_step", "planned_draws")
+            },
+            "complete": True,
+        },
+    )
+
+
+def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> str:
+    """The one-screen summary printed at the end of ``clusterclip schedule``."""
+    import numpy as np
+
+    stats, config = schedule.stats, schedule.config
+    usable = labels >= 0
+    sizes = np.bincount(labels[usable])
+    present = np.flatnonzero(sizes)
+    n_usable = int(usable.sum())
+    lines = [f"clusterclip schedule: wrote {out} (+ {out.with_suffix('.json').name})"]
+    lines.append(
+        f"  documents      {labels.size:,} ({n_usable:,} usable, {labels.size - n_usable:,} excluded)"
+    )
+    lines.append(
+        f"  clusters       {present.size:,} (sizes {sizes[present].min():,}..{sizes[present].max():,}, "
+        f"median {int(np.median(sizes[present])):,})"
+    )
+    policy = f"{config.policy}, max_repeats={config.max_repeats}, order={config.order}, seed={config.seed}"
+    if config.alpha is not None:
+        policy += f", alpha={config.alpha}"
+    lines.append(f"  policy         {policy}")
+    budget = (
+        f"num_samples={config.num_samples:,}"
+        if config.num_samples is not None
+        else f"num_tokens={config.num_tokens:,}"
+    )
+    status = "met" if stats.budget_met else "NOT met"
+    lines.append(f"  draws          {stats.n_draws:,} (budget {budget}: {status})")
+    if stats.exhausted_at is not None:
+        after = {"stop": "stopped there", "random": "random passes after that", "error": ""}[
+            config.on_exhausted
+        ]
+        lines.append(
+            f"  exhausted      every cluster clipped at draw {stats.exhausted_at:,}; {after}"
+        )
+    if stats.n_tokens is not None:
+        lines.append(f"  tokens         {stats.n_tokens:,}")
+    seen = stats.n_distinct_documents
+    lines.append(f"  distinct docs  {seen:,} seen ({100 * seen / max(n_usable, 1):.1f}% of usable)")
+    lines.append(f"  max repeats    {stats.max_repeats_per_document} per document")
+    clipped = np.flatnonzero(stats.clip_step >= 0)
+    if clipped.size:
+        steps = np.sort(stats.clip_step[clipped])
+        lines.append(
+            f"  clipped        {clipped.size:,} of {present.size:,} clusters; first at draw "
+            f"{steps[0]:,}, median {int(np.median(steps)):,}, last {steps[-1]:,}"
+        )
+    else:
+        lines.append(f"  clipped        0 of {present.size:,} clusters")
+    n_small = max(1, int(round(present.size * 0.1)))
+    smallest = present[np.argsort(sizes[present], kind="stable")[:n_small]]
+    natural = sizes[smallest].sum() / max(n_usable, 1)
+    share = stats.draws_per_cluster[smallest].sum() / max(stats.n_draws, 1)
+    ratio = f"{share / natural:.1f}x" if natural else "n/a"
+    lines.append(
+        f"  smallest 10%   {n_small:,} clusters ({sizes[smallest].sum():,} docs): "
+        f"{100 * share:.2f}% of draws vs {100 * natural:.2f}% under random sampling ({ratio})"
+    )
+    for message in warnings_seen:
+        lines.append(f"  warning        {message}")
+    return "\n".join(lines)

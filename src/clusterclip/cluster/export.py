@@ -1,0 +1,134 @@
+"""Export in the authors' layout: one folder per cluster, ``cluster_<k>/data_<j>.jsonl``.
+
+Each line is the original record with two added fields, ``label`` (the cluster)
+and ``score`` (cosine to its centroid); a field of that name in the record is
+replaced. Documents that were not embedded (status not ``ok``) are left out.
+
+Streaming and bounded memory: the corpus is read once, in index order, and lines
+are buffered per cluster up to ``buffer_bytes`` in total, then appended to their
+files (never more than one file open at a time, whatever the number of
+clusters). Deterministic: within a cluster, documents keep their index order, and
+``data_<j>`` holds documents ``j * shard_size ..`` of the cluster. The export is
+written into a temporary folder next to ``out`` and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.cluster.corpus import iter_corpus, read_clusters
+from clusterclip.errors import ClusterClipError
+
+__all__ = ["export_cluster_folders"]
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", errors="replace")
+    return str(obj)
+
+
+def export_cluster_folders(
+    workdir: str | Path,
+    out: str | Path,
+    *,
+    shard_size: int = 100_000,
+    buffer_bytes: int = 64 << 20,
+) -> dict[str, Any]:
+    """Write ``out/cluster_<k>/data_<j>.jsonl`` for every non-empty cluster.
+
+    Parameters
+    ----------
+    workdir : path
+        Work directory with completed ``embed`` and ``cluster`` stages (the
+        corpus files must still be where they were embedded from).
+    out : path
+        Output folder; must not exist yet (or be empty).
+    shard_size : int
+        Documents per ``data_<j>.jsonl`` file.
+    buffer_bytes : int
+        Bytes of lines held in memory before they are flushed to disk.
+
+    Returns
+    -------
+    dict
+        ``documents`` written, ``excluded`` (not ok), ``clusters`` (folders), ``files``, ``out``.
+
+    Examples
+    --------
+    >>> export_cluster_folders("work", "export")  # doctest: +SKIP
+    {'documents': 2225, 'excluded': 0, 'clusters': 5, 'files': 5, 'out': 'export'}
+    """
+    from clusterclip.cluster.kmeans import _check_int
+
+    shard_size = _check_int("shard_size", shard_size, 1, "Pass e.g. --shard-size 100000.")
+    buffer_bytes = _check_int("buffer_bytes", buffer_bytes, 1, "Pass e.g. 64 MiB.")
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ClusterClipError(
+            f"export folder {out} already exists and is not empty. Remove it or pass another --out."
+        )
+    labels, scores = read_clusters(workdir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    written = np.zeros(int(labels.max(initial=-1)) + 1, dtype=np.int64)
+    buffers: dict[tuple[int, int], list[str]] = {}
+    held = 0
+    files: set[tuple[int, int]] = set()
+
+    def flush() -> None:
+        for (cluster, shard), lines in sorted(buffers.items()):
+            folder = staging / f"cluster_{cluster}"
+            folder.mkdir(exist_ok=True)
+            with open(folder / f"data_{shard}.jsonl", "a", encoding="utf-8") as handle:
+                handle.writelines(lines)
+        buffers.clear()
+
+    try:
+        seen = 0
+        for record in iter_corpus(workdir):
+            if record.index >= len(labels):
+                break
+            seen += 1
+            label = int(labels[record.index])
+            if label < 0:
+                continue
+            row = dict(record.raw) if isinstance(record.raw, dict) else {"text": record.text}
+            row["label"] = label
+            row["score"] = round(float(scores[record.index]), 6)
+            line = json.dumps(row, ensure_ascii=False, default=_default) + "\n"
+            key = (label, int(written[label] // shard_size))
+            written[label] += 1
+            files.add(key)
+            buffers.setdefault(key, []).append(line)
+            held += len(line)
+            if held >= buffer_bytes:
+                flush()
+                held = 0
+        flush()
+        if seen != len(labels):
+            raise ClusterClipError(
+                f"the corpus yielded {seen} records but {workdir} clustered {len(labels)}. "
+                "Restore the embedded corpus files or rerun embed and cluster."
+            )
+        if out.exists():
+            out.rmdir()
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return {
+        "documents": int(written.sum()),
+        "excluded": int((labels < 0).sum()),
+        "clusters": int((written > 0).sum()),
+        "files": len(files),
+        "out": str(out),
+    }

@@ -1,0 +1,132 @@
+"""What each cluster is about: size, c-TF-IDF keywords and the documents nearest its centroid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.cluster.corpus import iter_corpus, read_clusters
+from clusterclip.cluster.keywords import KeywordCounter
+from clusterclip.errors import invalid
+
+__all__ = ["inspect_clusters", "nearest_documents"]
+
+
+def nearest_documents(labels: np.ndarray, scores: np.ndarray, n: int) -> dict[int, list[int]]:
+    """For each cluster, the indices of its ``n`` highest-scoring documents (ties: lower index).
+
+    >>> nearest_documents(np.array([0, 1, 0, 0, -1]), np.array([.5, .9, .7, .5, 0]), 2)
+    {0: [2, 0], 1: [1]}
+    """
+    kept = np.flatnonzero(labels >= 0)
+    order = kept[np.lexsort((kept, -scores[kept], labels[kept]))]
+    result: dict[int, list[int]] = {}
+    for index in order:
+        members = result.setdefault(int(labels[index]), [])
+        if len(members) < n:
+            members.append(int(index))
+    return result
+
+
+def inspect_clusters(
+    workdir: str | Path,
+    *,
+    clusters: Iterable[int] | None = None,
+    n_keywords: int = 10,
+    n_examples: int = 3,
+) -> list[dict[str, Any]]:
+    """Describe clusters of a clustered work directory, reading the corpus once.
+
+    Parameters
+    ----------
+    workdir : path
+        Work directory with completed ``embed`` and ``cluster`` stages (the
+        corpus files must still be where they were embedded from).
+    clusters : iterable of int, optional
+        Cluster ids to describe (default: all, in id order).
+    n_keywords : int
+        Keywords per cluster (class-based TF-IDF over all of the cluster's texts).
+    n_examples : int
+        Documents nearest the centroid per cluster.
+
+    Returns
+    -------
+    list of dict
+        One per cluster, in id order: ``cluster``, ``size``, ``keywords``
+        (list of str), ``keyword_scores`` (list of float) and ``examples``
+        (``[{"index", "id", "score", "text"}]``, highest cosine first).
+
+    Deterministic: the same work directory gives the same report.
+
+    Examples
+    --------
+    >>> report = inspect_clusters("work", clusters=[0], n_keywords=5)  # doctest: +SKIP
+    >>> report[0]["keywords"]  # doctest: +SKIP
+    ['election', 'labour', 'blair', 'party', 'tory']
+    """
+    from clusterclip.cluster.kmeans import _check_int
+
+    n_keywords = _check_int("n_keywords", n_keywords, 0, "Pass e.g. n_keywords=10.")
+    n_examples = _check_int("n_examples", n_examples, 0, "Pass e.g. n_examples=3.")
+    labels, scores = read_clusters(workdir)
+    n_clusters = int(np.load(Path(workdir) / "centroids.npy", mmap_mode="r").shape[0])
+    if clusters is None:
+        wanted = list(range(n_clusters))
+    else:
+        wanted = sorted({int(c) for c in clusters})
+        bad = [c for c in wanted if not 0 <= c < n_clusters]
+        if bad:
+            raise invalid(
+                "clusters",
+                f"cluster ids in [0, {n_clusters - 1}]",
+                bad,
+                f"This work directory has {n_clusters} clusters (0..{n_clusters - 1}).",
+            )
+    wanted_mask = np.zeros(n_clusters, dtype=bool)
+    wanted_mask[wanted] = True
+    sizes = np.bincount(labels[labels >= 0], minlength=n_clusters)
+    nearest = nearest_documents(np.where(labels >= 0, labels, -1), scores, n_examples)
+    example_rank = {
+        index: (cluster, rank)
+        for cluster, members in nearest.items()
+        if wanted_mask[cluster]
+        for rank, index in enumerate(members)
+    }
+    examples: dict[int, list[dict[str, Any] | None]] = {
+        c: [None] * len(nearest.get(c, [])) for c in wanted
+    }
+    counter = KeywordCounter()
+    if n_keywords or example_rank:
+        for record in iter_corpus(workdir):
+            if record.index >= len(labels):
+                break
+            label = int(labels[record.index])
+            if label < 0 or record.text is None:
+                continue
+            if n_keywords:  # every cluster counts: keywords are relative to the others
+                counter.add(label, record.text)
+            if record.index in example_rank:
+                cluster, rank = example_rank[record.index]
+                examples[cluster][rank] = {
+                    "index": int(record.index),
+                    "id": record.id,
+                    "score": float(scores[record.index]),
+                    "text": record.text,
+                }
+    keywords = counter.top_all(n_keywords, wanted) if n_keywords else {}
+    report = []
+    for cluster in wanted:
+        words = keywords.get(cluster, [])
+        report.append(
+            {
+                "cluster": cluster,
+                "size": int(sizes[cluster]),
+                "keywords": [word for word, _ in words],
+                "keyword_scores": [score for _, score in words],
+                "examples": [e for e in examples[cluster] if e is not None],
+            }
+        )
+    return report

@@ -1,0 +1,517 @@
+"""Spherical (cosine) k-means fitted on a seeded sample, out of core.
+
+The estimator follows the scikit-learn contract: ``__init__`` stores the
+parameters, :meth:`KMeans.fit` returns ``self`` and learned state ends in ``_``.
+The data may be anything with ``shape``, ``dtype`` and ``__getitem__`` taking a
+slice or an int array: a numpy array, a float16 ``numpy.memmap`` larger than
+RAM, or a :class:`clusterclip.io.shards.ShardedMatrix`. Only the fit sample
+(at most ``max_points_per_centroid * n_clusters`` rows, float32) and one block
+of ``batch_size`` rows are ever held in memory.
+
+Algorithm (Lloyd, as faiss does it): draw the sample with a seeded generator,
+normalise its rows, seed the centroids (:mod:`~clusterclip.cluster.seeding`),
+then ``n_iter`` times assign every sample row to its most similar centroid
+(E-step, :mod:`~clusterclip.cluster.backends`), replace each centroid by the
+normalised mean of its rows, and re-split empty clusters: an empty centroid
+takes a copy of a centroid drawn with probability proportional to its size
+minus one, and the two are pushed apart along a seeded random direction (norm 1/1024).
+A final E-step gives ``labels_`` and ``objective_`` consistent with
+``cluster_centers_``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from clusterclip.errors import invalid
+
+__all__ = ["KMeans", "assign", "assign_matrix", "k_means"]
+
+#: SeedSequence spawn keys: one independent stream per use of randomness.
+_PURPOSE_SAMPLE, _PURPOSE_INIT, _PURPOSE_SPLIT = 0, 1, 2
+
+_SPLIT_EPS = 1.0 / 1024.0
+_SHOW_ROWS = 5
+
+
+def _rng(seed: int, purpose: int, run: int = 0) -> np.random.Generator:
+    key = (purpose,) if run == 0 else (purpose, run)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def _check_int(name: str, value: Any, low: int, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise invalid(name, f"an int in [{low}, inf)", value, fix)
+    return int(value)
+
+
+def _check_matrix(X: Any, name: str = "X") -> tuple[int, int]:
+    shape = getattr(X, "shape", None)
+    if shape is None or not hasattr(X, "__getitem__") or len(shape) != 2:
+        raise invalid(
+            name,
+            "a 2-D matrix (numpy array, memmap or ShardedMatrix) of shape (n_rows, dim)",
+            type(X).__name__ if shape is None else f"shape {tuple(shape)}",
+            "Pass the embeddings as an (n_rows, dim) array.",
+        )
+    if not np.issubdtype(np.dtype(X.dtype), np.floating):
+        raise invalid(name, "a floating-point matrix", f"dtype {X.dtype}", "Cast it to float32.")
+    return int(shape[0]), int(shape[1])
+
+
+def _shown(rows: np.ndarray) -> str:
+    head = ", ".join(str(int(r)) for r in rows[:_SHOW_ROWS])
+    more = f" and {len(rows) - _SHOW_ROWS} more" if len(rows) > _SHOW_ROWS else ""
+    return f"rows [{head}]{more}"
+
+
+def check_finite(block: np.ndarray, rows: np.ndarray, name: str = "X") -> None:
+    """Raise naming the first rows of ``block`` with NaN or infinite values.
+
+    ``rows`` holds the row number (in the caller's numbering) of each block row.
+    """
+    finite = np.isfinite(block).all(axis=1)
+    if not finite.all():
+        raise invalid(
+            name,
+            "finite (no NaN or infinite values)",
+            f"non-finite values in {_shown(rows[~finite])}",
+            "Re-embed those documents (or drop the rows) and fit again.",
+        )
+
+
+def _normalise(block: np.ndarray, rows: np.ndarray, *, allow_zero: bool) -> np.ndarray:
+    """float32 unit rows; zero rows raise (or stay zero when ``allow_zero``)."""
+    block = np.array(block, dtype=np.float32)
+    check_finite(block, rows)
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+    zero = norms == 0
+    if zero.any() and not allow_zero:
+        raise invalid(
+            "X",
+            "rows with a non-zero norm (the cosine of a zero vector is undefined)",
+            f"all-zero {_shown(rows[zero])}",
+            "Drop those rows before fitting (the cluster stage leaves out non-ok "
+            "documents, whose embeddings are zero, by itself).",
+        )
+    norms[zero] = 1.0
+    block /= norms[:, None]
+    return block
+
+
+def _gather(X: Any, rows: np.ndarray, batch_size: int) -> np.ndarray:
+    """Rows ``rows`` (sorted) of ``X`` as float32 unit rows, read in batches."""
+    n, dim = _check_matrix(X)
+    out = np.empty((len(rows), dim), dtype=np.float32)
+    contiguous = len(rows) == n
+    # A row view (e.g. the ok documents) names rows by their number in the source.
+    source_rows = getattr(X, "source_rows", None)
+    for start in range(0, len(rows), batch_size):
+        stop = min(start + batch_size, len(rows))
+        block = X[start:stop] if contiguous else X[rows[start:stop]]
+        names = rows[start:stop] if source_rows is None else source_rows[rows[start:stop]]
+        out[start:stop] = _normalise(block, names, allow_zero=False)
+    return out
+
+
+def _imbalance(counts: np.ndarray) -> float:
+    n = counts.sum()
+    return float(len(counts) * np.square(counts, dtype=np.float64).sum() / (float(n) ** 2))
+
+
+def _update_centroids(
+    sums: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, int]:
+    """M-step: normalised cluster means, then faiss-style splits of empty clusters."""
+    counts = counts.astype(np.int64).copy()
+    norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+    empty = (counts == 0) | (norms == 0)
+    counts[empty] = 0
+    centroids = np.zeros_like(sums, dtype=np.float32)
+    centroids[~empty] = sums[~empty] / norms[~empty, None]
+    for empty_row in np.flatnonzero(empty):
+        weights = np.maximum(counts - 1, 0).astype(np.float64)
+        if weights.sum() == 0:  # fewer rows than clusters in use: nothing to split
+            donor = int(np.argmax(counts))
+        else:
+            donor = int(rng.choice(len(counts), p=weights / weights.sum()))
+        # faiss scales alternate coordinates by 1 +- eps, which cannot separate
+        # sparse directions (e.g. one-hot rows); a seeded random direction can.
+        base = centroids[donor].copy()
+        direction = rng.standard_normal(len(base)).astype(np.float32)
+        direction *= _SPLIT_EPS / np.linalg.norm(direction)
+        centroids[empty_row] = base + direction
+        centroids[donor] = base - direction
+        for row in (empty_row, donor):
+            centroids[row] /= np.linalg.norm(centroids[row])
+        counts[empty_row] = counts[donor] // 2
+        counts[donor] -= counts[empty_row]
+    return centroids, int(empty.sum())
+
+
+def assign(
+    block: np.ndarray,
+    centroids: np.ndarray,
+    *,
+    backend: str = "auto",
+    offset: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest centroid and cosine for every row of one block (a pure function).
+
+    Parameters
+    ----------
+    block : numpy.ndarray, shape (n, d)
+        Embeddings (any float dtype; rows are normalised here). All-zero rows
+        (documents left out by the embed stage) get label ``-1`` and score 0.
+    centroids : numpy.ndarray, shape (K, d)
+        Unit centroids (``centroids.npy``).
+    backend : str
+        E-step backend (:mod:`clusterclip.cluster.backends`).
+    offset : int
+        Row number of ``block[0]``, used only to name rows in error messages.
+
+    Returns
+    -------
+    labels : numpy.ndarray of int32, shape (n,)
+    scores : numpy.ndarray of float32, shape (n,)
+        Cosine similarity to the assigned centroid, computed in fp32.
+
+    Deterministic for a given backend on a given machine; independent of how
+    the rows are cut into blocks.
+
+    Examples
+    --------
+    >>> C = np.eye(2, dtype=np.float32)
+    >>> labels, scores = assign(np.array([[0.0, 2.0], [3.0, 0.0]]), C, backend="numpy")
+    >>> labels.tolist(), scores.tolist()
+    ([1, 0], [1.0, 1.0])
+    """
+    from clusterclip.cluster.backends import get_backend
+
+    block = np.asarray(block)
+    centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+    n, dim = _check_matrix(block, "block")
+    if centroids.ndim != 2 or centroids.shape[1] != dim:
+        raise invalid(
+            "centroids",
+            f"a (K, {dim}) matrix matching the embeddings' dimension",
+            f"shape {centroids.shape}",
+            "Use centroids fitted on embeddings from the same model, or rerun "
+            "`clusterclip cluster --overwrite` after re-embedding.",
+        )
+    rows = np.arange(offset, offset + n)
+    unit = _normalise(block, rows, allow_zero=True)
+    engine = get_backend(backend)
+    labels, scores = engine.top1(engine.prepare(unit), centroids)
+    labels = labels.astype(np.int32)
+    if not engine.exact_scores:
+        scores = np.einsum("ij,ij->i", unit, centroids[labels])
+    zero = ~unit.any(axis=1)
+    labels[zero] = -1
+    scores = np.asarray(scores, dtype=np.float32)
+    scores[zero] = 0.0
+    return labels, scores
+
+
+def assign_matrix(
+    X: Any,
+    centroids: np.ndarray,
+    *,
+    backend: str = "auto",
+    batch_size: int = 65536,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`assign` streamed over every row of a matrix, ``batch_size`` rows at a time.
+
+    >>> C = np.eye(2, dtype=np.float32)
+    >>> assign_matrix(np.eye(2)[::-1], C, backend="numpy")[0].tolist()
+    [1, 0]
+    """
+    from clusterclip.progress import progress_bar
+
+    n, _ = _check_matrix(X)
+    batch_size = _check_int("batch_size", batch_size, 1, "Pass e.g. batch_size=65536.")
+    labels = np.empty(n, dtype=np.int32)
+    scores = np.empty(n, dtype=np.float32)
+    bar = progress_bar(total=n, desc="assign", unit="doc") if progress else None
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        labels[start:stop], scores[start:stop] = assign(
+            X[start:stop], centroids, backend=backend, offset=start
+        )
+        if bar is not None:
+            bar.update(stop - start)
+    if bar is not None:
+        bar.close()
+    return labels, scores
+
+
+class KMeans:
+    """Spherical (cosine) k-means on a seeded sample, for in-memory or out-of-core data.
+
+    Parameters
+    ----------
+    n_clusters : int
+        Number of clusters ``K``.
+    seed : int
+        Seeds the sample, the seeding and the empty-cluster splits (independent
+        ``SeedSequence`` streams). Same seed + same data + same backend on the
+        same machine -> identical centroids and labels.
+    n_iter : int
+        Lloyd iterations (stops earlier if the labels stop changing).
+    max_points_per_centroid : int
+        The fit uses at most ``max_points_per_centroid * n_clusters`` rows drawn
+        without replacement (all rows if there are fewer); ``sample_size_`` says how many.
+    init : {"k-means++", "afk-mc2", "random"}
+        Seeding (:mod:`clusterclip.cluster.seeding`).
+    n_init : int
+        Independent seedings + Lloyd runs on the same sample; the one with the
+        best objective is kept (each run costs a full fit).
+    backend : {"auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"}
+        E-step backend (:mod:`clusterclip.cluster.backends`).
+    batch_size : int
+        Rows read at a time when sampling and predicting.
+    verbose : bool
+        Show a progress bar over the iterations.
+
+    Attributes
+    ----------
+    cluster_centers_ : numpy.ndarray of float32, shape (K, d)
+        Unit centroids.
+    labels_ : numpy.ndarray of int32, shape (sample_size_,)
+        Cluster of each sample row (``sample_indices_`` gives their row numbers).
+    sample_indices_ : numpy.ndarray of int64
+        Sorted row numbers of the fit sample.
+    sample_size_ : int
+    objective_ : float
+        Mean cosine of the sample rows to their centroid (higher is better).
+    n_iter_ : int
+    stats_ : list of dict
+        Per iteration: ``iteration``, ``objective`` (mean cosine before the
+        update), ``imbalance_factor`` (``K * sum(size^2) / n^2``, 1 = balanced),
+        ``empty_resplit`` and ``seconds``.
+    backend_ : str
+        The backend that ran (``auto`` resolved).
+    init_ : dict
+        Seeding record of the kept run (``init``, ``pool_size``, ``seconds``),
+        ``runs`` and the final ``objectives`` of every run.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(m, 0.1, (50, 3)) for m in np.eye(3)])
+    >>> km = KMeans(3, seed=0, backend="numpy").fit(X)
+    >>> sorted(np.bincount(km.labels_).tolist())
+    [50, 50, 50]
+    >>> km.predict(np.eye(3)).tolist() == km.predict(X[::50]).tolist()
+    True
+    """
+
+    def __init__(
+        self,
+        n_clusters: int,
+        *,
+        seed: int,
+        n_iter: int = 20,
+        max_points_per_centroid: int = 256,
+        init: str = "k-means++",
+        n_init: int = 1,
+        backend: str = "auto",
+        batch_size: int = 65536,
+        verbose: bool = False,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.seed = seed
+        self.n_iter = n_iter
+        self.max_points_per_centroid = max_points_per_centroid
+        self.init = init
+        self.n_init = n_init
+        self.backend = backend
+        self.batch_size = batch_size
+        self.verbose = verbose
+
+    def _validate(self) -> None:
+        from clusterclip.cluster.backends import BACKENDS
+        from clusterclip.cluster.seeding import INITS
+
+        _check_int("n_clusters", self.n_clusters, 1, "Pass n_clusters=2 or more.")
+        _check_int("seed", self.seed, 0, "Pass an int such as seed=0.")
+        _check_int("n_iter", self.n_iter, 1, "Pass n_iter=20 (the default) or more.")
+        _check_int(
+            "max_points_per_centroid",
+            self.max_points_per_centroid,
+            1,
+            "Pass e.g. 256 (the default).",
+        )
+        _check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
+        _check_int("n_init", self.n_init, 1, "Pass n_init=1 (the default) or more.")
+        if self.init not in INITS:
+            raise invalid("init", f"one of {list(INITS)}", self.init, "Pass init='k-means++'.")
+        if self.backend not in BACKENDS:
+            raise invalid(
+                "backend", f"one of {list(BACKENDS)}", self.backend, "Pass backend='auto'."
+            )
+
+    def fit(self, X: Any, y: None = None) -> KMeans:
+        """Fit the centroids on a seeded sample of the rows of ``X``; returns ``self``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, d)
+            numpy array, float16 memmap or ShardedMatrix; rows need not be unit
+            norm (they are normalised), but must be finite and non-zero.
+        y : None
+            Ignored (scikit-learn signature).
+        """
+        from clusterclip.cluster.backends import get_backend
+        from clusterclip.cluster.seeding import seed_centroids
+
+        self._validate()
+        n, _ = _check_matrix(X)
+        k = int(self.n_clusters)
+        if k > n:
+            raise invalid(
+                "n_clusters",
+                f"an int in [1, {n}] (no more clusters than usable rows)",
+                k,
+                f"Pass n_clusters={n} or fewer, or add documents.",
+            )
+        started = time.perf_counter()
+        sample_size = min(n, int(self.max_points_per_centroid) * k)
+        if sample_size < n:
+            rows = np.sort(_rng(self.seed, _PURPOSE_SAMPLE).choice(n, sample_size, replace=False))
+        else:
+            rows = np.arange(n, dtype=np.int64)
+        sample = _gather(X, rows, int(self.batch_size))
+        engine = get_backend(self.backend)
+        prepared = engine.prepare(sample)
+        best: tuple[Any, ...] | None = None
+        objectives = []
+        for run in range(int(self.n_init)):
+            seeding_started = time.perf_counter()
+            centroids, init_info = seed_centroids(
+                sample, k, init=self.init, rng=_rng(self.seed, _PURPOSE_INIT, run)
+            )
+            init_info["seconds"] = round(time.perf_counter() - seeding_started, 4)
+            centroids, labels, scores, stats = self._lloyd(
+                engine, prepared, sample, centroids, _rng(self.seed, _PURPOSE_SPLIT, run)
+            )
+            objective = float(np.mean(scores, dtype=np.float64))
+            objectives.append(round(objective, 6))
+            if best is None or objective > best[0]:
+                best = (objective, centroids, labels, stats, init_info)
+        objective, centroids, labels, stats, init_info = best
+        init_info["runs"] = int(self.n_init)
+        init_info["objectives"] = objectives
+        self.cluster_centers_ = np.ascontiguousarray(centroids, dtype=np.float32)
+        self.labels_ = labels.astype(np.int32)
+        self.sample_indices_ = rows
+        self.sample_size_ = int(sample_size)
+        self.objective_ = objective
+        self.n_iter_ = len(stats)
+        self.stats_ = stats
+        self.backend_ = engine.name
+        self.init_ = init_info
+        self.fit_seconds_ = round(time.perf_counter() - started, 4)
+        return self
+
+    def _lloyd(
+        self,
+        engine: Any,
+        prepared: Any,
+        sample: np.ndarray,
+        centroids: np.ndarray,
+        split_rng: np.random.Generator,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """``n_iter`` Lloyd iterations and a final E-step: centroids, labels, fp32 scores, stats."""
+        from clusterclip.progress import progress_bar
+
+        k = int(self.n_clusters)
+        stats: list[dict[str, Any]] = []
+        previous = None
+        bar = (
+            progress_bar(total=int(self.n_iter), desc="k-means", unit="iter")
+            if self.verbose
+            else None
+        )
+        for iteration in range(int(self.n_iter)):
+            tick = time.perf_counter()
+            labels, scores = engine.top1(prepared, centroids)
+            counts = np.bincount(labels, minlength=k)
+            sums = engine.centroid_sums(prepared, sample, labels, k)
+            centroids, n_split = _update_centroids(sums, counts, split_rng)
+            stats.append(
+                {
+                    "iteration": iteration + 1,
+                    "objective": float(np.mean(scores, dtype=np.float64)),
+                    "imbalance_factor": _imbalance(counts),
+                    "empty_resplit": n_split,
+                    "seconds": round(time.perf_counter() - tick, 4),
+                }
+            )
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"objective {stats[-1]['objective']:.4f}")
+            if previous is not None and n_split == 0 and np.array_equal(previous, labels):
+                break
+            previous = labels
+        if bar is not None:
+            bar.close()
+        labels, scores = engine.top1(prepared, centroids)
+        if not engine.exact_scores:
+            scores = np.einsum("ij,ij->i", sample, centroids[labels])
+        return centroids, labels, np.asarray(scores, dtype=np.float32), stats
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "cluster_centers_"):
+            from clusterclip.errors import ClusterClipError
+
+            raise ClusterClipError("this KMeans is not fitted yet. Call fit(X) first.")
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Cluster of every row of ``X`` (int32), streamed ``batch_size`` rows at a time.
+
+        All-zero rows get ``-1``. See :func:`assign_matrix` for the scores as well.
+        """
+        self._check_fitted()
+        labels, _ = assign_matrix(
+            X, self.cluster_centers_, backend=self.backend, batch_size=int(self.batch_size)
+        )
+        return labels
+
+    def fit_predict(self, X: Any, y: None = None) -> np.ndarray:
+        """``fit(X)`` then ``predict(X)`` (labels of every row, not just the sample)."""
+        return self.fit(X).predict(X)
+
+
+def k_means(
+    X: Any,
+    n_clusters: int,
+    *,
+    seed: int,
+    n_iter: int = 20,
+    max_points_per_centroid: int = 256,
+    init: str = "k-means++",
+    n_init: int = 1,
+    backend: str = "auto",
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Function twin of :class:`KMeans`: ``(cluster_centers, labels of every row, objective)``.
+
+    >>> X = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+    >>> centers, labels, objective = k_means(X, 2, seed=0, backend="numpy")
+    >>> bool(labels[0] == labels[1] != labels[2] == labels[3])
+    True
+    """
+    model = KMeans(
+        n_clusters,
+        seed=seed,
+        n_iter=n_iter,
+        max_points_per_centroid=max_points_per_centroid,
+        init=init,
+        n_init=n_init,
+        backend=backend,
+    ).fit(X)
+    return model.cluster_centers_, model.predict(X), model.objective_

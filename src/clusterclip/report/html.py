@@ -1,0 +1,196 @@
+"""A self-contained ``report.html``: every PNG embedded as a base64 data URI.
+
+The page needs no network and no sibling files, so it can be mailed or
+attached to an experiment tracker. A tiny inline script marks each image with
+``data-loaded="1"`` once the browser decoded it (used by the test that opens
+the page in headless Chromium).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render_html"]
+
+#: Rows of the cluster table shown in the page; report.json always has all of them.
+MAX_TABLE_ROWS = 300
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif;
+       margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.6em; }
+.muted { color: #666; }
+table { border-collapse: collapse; font-size: 0.85em; width: 100%; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; position: sticky; top: 0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.summary td:first-child { color: #555; width: 40%; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; max-width: 60em; }
+"""
+
+_SCRIPT = """
+function markImages() {
+  for (const img of document.images) {
+    if (img.complete && img.naturalWidth > 0) img.setAttribute('data-loaded', '1');
+  }
+  const all = Array.from(document.images);
+  const done = all.filter(i => i.getAttribute('data-loaded') === '1').length;
+  document.body.setAttribute('data-images-loaded', done + '/' + all.length);
+}
+window.addEventListener('load', markImages);
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _summary_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    s = data["summary"]
+    config = data["schedule"]["config"]
+    budget = (
+        f"{config['num_tokens']:,} tokens"
+        if config.get("num_tokens")
+        else f"{s['schedule_length']:,} documents"
+    )
+    rows = [
+        ("policy", s["policy"]),
+        ("max_repeats (clip)", _fmt(s["max_repeats"])),
+        ("order", _fmt(config.get("order"))),
+        ("seed", _fmt(config.get("seed"))),
+        ("budget", budget),
+        ("schedule length (draws)", _fmt(s["schedule_length"])),
+        ("epochs equivalent (draws / usable documents)", f"{s['epochs_equivalent']:.3f}"),
+        ("documents (usable / excluded)", f"{s['n_usable']:,} / {s['n_excluded']:,}"),
+        ("clusters (empty)", f"{s['n_clusters']:,} ({s['n_empty_clusters']})"),
+        (
+            "largest / smallest cluster",
+            f"{s['largest_cluster']:,} / {s['smallest_cluster']:,} ({s['imbalance']:.1f}x)",
+        ),
+        ("distinct documents seen", _fmt(s["distinct_documents_seen"])),
+        ("documents never seen", f"{s['never_seen']:,} ({s['never_seen_fraction']:.2%})"),
+        ("most repeats of one document", _fmt(s["max_repeats_observed"])),
+        ("clusters clipped", _fmt(s["n_clipped_clusters"])),
+        ("first clip at draw", _fmt(s["first_clip_position"])),
+    ]
+    if s.get("tokens_drawn") is not None:
+        rows.append(("tokens drawn", _fmt(s["tokens_drawn"])))
+    if s.get("status_counts"):
+        rows.append(
+            (
+                "document status",
+                ", ".join(f"{k}: {v:,}" for k, v in sorted(s["status_counts"].items())),
+            )
+        )
+    return rows
+
+
+def _cluster_table(data: dict[str, Any]) -> str:
+    head = (
+        "<tr><th>rank</th><th>cluster</th><th>size</th><th>draws</th><th>share</th>"
+        "<th>random</th><th>mean repeats</th><th>max repeats</th><th>never seen</th>"
+        "<th>clipped at</th><th>keywords</th><th>example</th></tr>"
+    )
+    rows = []
+    for row in data["clusters"][:MAX_TABLE_ROWS]:
+        example = row["example"]
+        example_text = ""
+        if example:
+            text = example["text"]
+            text = text if len(text) <= 200 else text[:197] + "..."
+            label = f"[{example['id']}] " if example.get("id") else f"[#{example['index']}] "
+            example_text = _esc(label + text)
+        rows.append(
+            "<tr>"
+            f"<td class=num>{row['size_rank']}</td><td class=num>{row['cluster']}</td>"
+            f"<td class=num>{row['size']:,}</td><td class=num>{row['draws']:,}</td>"
+            f"<td class=num>{row['share_policy']:.3%}</td>"
+            f"<td class=num>{row['share_random']:.3%}</td>"
+            f"<td class=num>{row['mean_repeats']:.2f}</td>"
+            f"<td class=num>{row['max_repeats']}</td>"
+            f"<td class=num>{row['never_seen']:,} ({row['never_seen_fraction']:.0%})</td>"
+            f"<td class=num>{_fmt(row['clipped_at'])}</td>"
+            f"<td>{_esc(', '.join(row['keywords']))}</td><td>{example_text}</td>"
+            "</tr>"
+        )
+    note = ""
+    if len(data["clusters"]) > MAX_TABLE_ROWS:
+        note = (
+            f"<p class=muted>Showing the {MAX_TABLE_ROWS} largest of "
+            f"{len(data['clusters']):,} clusters; report.json lists all of them.</p>"
+        )
+    return f"<table class=clusters>{head}{''.join(rows)}</table>{note}"
+
+
+def render_html(data: dict[str, Any], figures: dict[str, Path], captions: dict[str, str]) -> str:
+    """The report page as one HTML string with the PNGs embedded.
+
+    Parameters
+    ----------
+    data : dict
+        Output of :func:`clusterclip.report.data.compute_report_data`.
+    figures : dict
+        PNG file name -> path on disk, in display order.
+    captions : dict
+        PNG file name -> caption.
+
+    >>> page = render_html(data, figures, captions)  # doctest: +SKIP
+    >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
+    True
+    """
+    from clusterclip import __version__
+
+    summary = "".join(
+        f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in _summary_rows(data)
+    )
+    blocks = []
+    for name, path in figures.items():
+        encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        blocks.append(
+            f'<figure><img alt="{_esc(name)}" data-name="{_esc(name)}" '
+            f'src="data:image/png;base64,{encoded}" onload="markImages()">'
+            f"<figcaption>{_esc(captions.get(name, ''))}</figcaption></figure>"
+        )
+    keywords_note = (
+        ""
+        if data["keywords_available"]
+        else "<p class=muted>Keywords and examples need the cluster stage "
+        "(<code>clusterclip.cluster.inspect_clusters</code>) and readable source files.</p>"
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>ClusterClip report: {_esc(data["workdir"])}</title>
+<style>{_STYLE}</style><script>{_SCRIPT}</script></head>
+<body>
+<h1>ClusterClip schedule report</h1>
+<p class=muted>Work directory <code>{_esc(data["workdir"])}</code> &middot; clusterclip
+{_esc(__version__)} &middot; every number on this page is in <code>report.json</code>.</p>
+<h2>Summary</h2>
+<table class=summary>{summary}</table>
+<h2>Figures</h2>
+{"".join(blocks)}
+<h2>Clusters</h2>
+<p class=muted>Sorted by size. <em>share</em>: fraction of this schedule's draws;
+<em>random</em>: the expected fraction under random sampling; <em>clipped at</em>: the draw that
+completed the cluster's last allowed pass.</p>
+{keywords_note}
+{_cluster_table(data)}
+</body></html>
+"""

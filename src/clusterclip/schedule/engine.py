@@ -1,0 +1,514 @@
+"""The streaming schedule engine (online draw rule, planned order, fallback).
+
+Global position ``t`` of the schedule is computed from ``(seed, t)`` and a
+handful of per-cluster counts, never from a stored history:
+
+* **online** (DESIGN.md section 2, the paper's rule): the uniform ``u_t`` is
+  element ``t % B`` of ``default_rng(SeedSequence([seed, PURPOSE_CHOICE, t // B])).random(B)``
+  (``B = CHOICE_BLOCK``). It picks an active cluster: with equal active weights
+  the ``min(floor(u * m), m - 1)``-th of the ``m`` active clusters (by id), else
+  the first whose normalised cumulative weight exceeds ``u``. The cluster's
+  draw count ``j`` gives the document (:class:`~clusterclip.schedule.groups.Groups`).
+  A cluster whose count reaches ``max_repeats * size`` leaves the active set.
+  The vectorised engine maps a whole block at once and, when some cluster hits
+  its cap inside the block, keeps the prefix up to that position and re-maps
+  only the rest with the new active set -- identical to the one-step rule.
+* **planned**: :mod:`clusterclip.schedule.planned`.
+* **exhaustion**: once every cluster is clipped (position ``E = sum of caps``
+  for online, ``sum(plan)`` for planned) the schedule stops, raises, or goes on
+  with shuffled passes over every usable document (``on_exhausted``).
+
+Resuming at position ``p`` replays the cluster *choices* (not the documents)
+of the blocks before ``p``'s block; a token budget is resumed from the counts
+(:meth:`Groups.tokens_of_first`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.schedule.groups import (
+    CHOICE_BLOCK,
+    PURPOSE_CHOICE,
+    PURPOSE_CLUSTER_PASS,
+    PURPOSE_FALLBACK_PASS,
+    PURPOSE_RANDOM_PASS,
+    Groups,
+)
+from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
+
+__all__ = ["OnlineChooser", "Prepared", "ScheduleStream", "block_uniforms"]
+
+NO_CAP = np.iinfo(np.int64).max // 4
+
+#: Shortest run of positions mapped at once after a clip (a speed knob only:
+#: the result does not depend on it).
+MIN_SEGMENT = 512
+
+
+def block_uniforms(seed: int, block: int) -> np.ndarray:
+    """The ``CHOICE_BLOCK`` uniforms in [0, 1) of one position block."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, PURPOSE_CHOICE, block]))
+    return rng.random(CHOICE_BLOCK)
+
+
+def _member_dtype(n_documents: int) -> type:
+    """int32 document ids when they fit: halves the member table and the cache."""
+    return np.int32 if n_documents < 2**31 else np.int64
+
+
+def _group_by(labels: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Document ids grouped by ``table[label]`` (-1 = skip), ascending inside groups.
+
+    ``table`` maps label + 1 to a group index (entry 0: negative labels).
+    """
+    key_type = np.int16 if table.max() < 2**15 - 1 else np.int32
+    index = np.maximum(labels, -1)
+    index += 1
+    keys = table.astype(key_type)[index]
+    del index
+    order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
+    skipped = int(np.count_nonzero(keys < 0))
+    return order[skipped:].astype(_member_dtype(labels.shape[0]))
+
+
+def _power(size: int, alpha: float) -> float:
+    if size == 0:
+        return 0.0
+    try:
+        return float(size) ** alpha
+    except OverflowError:
+        return math.inf
+
+
+class Prepared:
+    """Arrays derived once from validated (labels, lengths, config).
+
+    Attributes
+    ----------
+    groups : Groups
+        One group per drawn cluster (ascending cluster id), or the single
+        corpus group of ``policy="random"``.
+    cluster_ids : ndarray of int64
+        Cluster id of every group (-1 for the corpus group).
+    weights, caps : ndarray
+        Draw weight and cap (``max_repeats * size``, or ``NO_CAP``) per group.
+    capped_total : int or None
+        Draws available before every group is clipped (None if no cap).
+    """
+
+    def __init__(
+        self, labels: np.ndarray, lengths: np.ndarray | None, config: ScheduleConfig
+    ) -> None:
+        self.config = config
+        self.labels = labels
+        self.lengths = lengths
+        self.n_labels = int(labels.max()) + 1
+        counts = np.bincount(labels[labels >= 0], minlength=self.n_labels)
+        seed = config.seed
+        if config.policy == "random":
+            members = np.flatnonzero(labels >= 0).astype(_member_dtype(labels.shape[0]))
+            sizes = np.array([members.size], dtype=np.int64)
+            self.cluster_ids = np.array([-1], dtype=np.int64)
+            self.groups = Groups(
+                members, sizes, np.zeros(1, np.int64), seed=seed, purpose=PURPOSE_RANDOM_PASS
+            )
+            self.weights = np.ones(1)
+        else:
+            if config.cluster_weights is not None:
+                by_label = np.asarray(config.cluster_weights, dtype=np.float64)
+            elif config.policy == "temperature":
+                alpha = float(config.alpha)
+                # Python's float power, one per cluster: identical on every machine
+                # and to the oracle (numpy's SIMD power may differ in the last bit).
+                by_label = np.array([_power(c, alpha) for c in counts.tolist()])
+                bad = ~np.isfinite(by_label) | ((counts > 0) & (by_label <= 0))
+                if bad.any():
+                    raise invalid(
+                        "alpha",
+                        "small enough that |C_k|**alpha is finite and > 0",
+                        alpha,
+                        "Pass alpha in about [-10, 10].",
+                    )
+            else:
+                by_label = np.ones(self.n_labels)
+            drawn = (counts > 0) & (by_label > 0)
+            self.cluster_ids = np.flatnonzero(drawn).astype(np.int64)
+            table = np.full(self.n_labels + 1, -1, dtype=np.int64)
+            table[self.cluster_ids + 1] = np.arange(self.cluster_ids.size)
+            members = _group_by(labels, table)
+            sizes = counts[self.cluster_ids].astype(np.int64)
+            self.groups = Groups(
+                members, sizes, self.cluster_ids, seed=seed, purpose=PURPOSE_CLUSTER_PASS
+            )
+            self.weights = by_label[self.cluster_ids]
+        sizes = self.groups.sizes
+        if config.max_repeats is None:
+            self.caps = np.full(len(sizes), NO_CAP, dtype=np.int64)
+            self.capped_total = None
+        else:
+            self.caps = sizes * config.max_repeats
+            self.capped_total = int(self.caps.sum())
+        self._fallback: Groups | None = None
+        self.group_tokens = None
+        if lengths is not None:
+            self.group_tokens = np.add.reduceat(lengths[self.groups.members], self.groups.offsets)
+            if int(self.group_tokens.sum()) == 0 and config.num_tokens is not None:
+                raise invalid(
+                    "lengths",
+                    "positive for some document the policy can draw",
+                    "all zero",
+                    "A token budget needs documents with tokens.",
+                )
+
+    @property
+    def fallback(self) -> Groups:
+        """The corpus group of the ``on_exhausted="random"`` passes."""
+        if self._fallback is None:
+            members = np.sort(self.groups.members)
+            self._fallback = Groups(
+                members,
+                np.array([members.size], np.int64),
+                np.zeros(1, np.int64),
+                seed=self.config.seed,
+                purpose=PURPOSE_FALLBACK_PASS,
+            )
+        return self._fallback
+
+
+class OnlineChooser:
+    """Cluster choices of the online rule, block after block, from counts only.
+
+    A block's uniforms are mapped a *segment* at a time with the current
+    active set. If some cluster takes its last allowed draw inside the
+    segment, the prefix up to that position is kept, the cluster leaves the
+    active set, and the rest is mapped again: exactly the one-step rule. The
+    segment length adapts (speed only, never the result): long while clips are
+    rare, about twice the distance between recent clips when they are dense
+    (many tiny clusters), so each clip costs work proportional to that distance.
+    """
+
+    def __init__(self, prep: Prepared) -> None:
+        self.seed = prep.config.seed
+        self.weights = prep.weights
+        self.caps = prep.caps
+        self.n_groups = len(prep.weights)
+        self.counts = np.zeros(self.n_groups, dtype=np.int64)
+        self.active_ids = np.flatnonzero(self.caps > 0)
+        self.all_equal = bool(self.weights.min() == self.weights.max())
+        self.segment = CHOICE_BLOCK
+        self.events: list[tuple[int, int]] = []
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Mapping tables of the current active set (O(m); once per clip)."""
+        if self.all_equal:  # any subset of equal weights is equal
+            self.equal = True
+            return
+        w = self.weights[self.active_ids]
+        self.equal = bool(w.size == 0 or w.min() == w.max())
+        if not self.equal:
+            cumulative = np.cumsum(w)  # sequential sum, as the oracle's loop
+            self.cdf = cumulative / cumulative[-1]
+
+    def _deactivate(self, group: int) -> None:
+        where = int(np.searchsorted(self.active_ids, group))
+        self.active_ids = np.delete(self.active_ids, where)
+        self._refresh()
+
+    def _map(self, u: np.ndarray) -> np.ndarray:
+        m = self.active_ids.size
+        if m == 1:
+            return np.full(u.shape[0], self.active_ids[0], dtype=np.int64)
+        # Equal weights: floor(u * m) (no table); otherwise the inverse CDF.
+        idx = (u * m).astype(np.int64) if self.equal else np.searchsorted(self.cdf, u, side="right")
+        np.minimum(idx, m - 1, out=idx)
+        # Nothing clipped yet: the i-th active cluster is cluster i.
+        return idx if m == self.n_groups else self.active_ids[idx]
+
+    def choose(self, block: int, n: int) -> np.ndarray:
+        """Clusters (group index) of the first ``n`` positions of ``block``.
+
+        Advances ``counts`` and records ``(group, offset in block)`` of every
+        clip in ``events``; the caller guarantees that those ``n`` draws do not
+        exceed the capped total (an active cluster exists at each).
+        """
+        out = np.empty(n, dtype=np.int64)
+        self.events = []
+        u = None
+        pos = 0
+        while pos < n:
+            length = self.segment
+            m = self.active_ids.size
+            if self.n_groups <= 4 * length and m > 1:
+                # Few clusters: no clip is likely before the closest one has had
+                # about its room left times m draws; stop the segment near there.
+                room = self.caps[self.active_ids] - self.counts[self.active_ids]
+                length = min(length, max(MIN_SEGMENT * 8, int(room.min()) * m // 2))
+            seg_end = min(n, pos + length)
+            if self.active_ids.size == 1:
+                chosen = np.full(seg_end - pos, self.active_ids[0], dtype=np.int64)
+            else:
+                if u is None:
+                    u = block_uniforms(self.seed, block)
+                chosen = self._map(u[pos:seg_end])
+            stop = self._first_clip(chosen)
+            if stop is None:
+                out[pos:seg_end] = chosen
+                pos = seg_end
+                self.segment = min(CHOICE_BLOCK, self.segment * 8)
+                continue
+            out[pos : pos + stop + 1] = chosen[: stop + 1]
+            np.add.at(self.counts, chosen[: stop + 1], 1)
+            clipped = int(chosen[stop])  # reached max_repeats * size draws
+            self.events.append((clipped, pos + stop))
+            self._deactivate(clipped)
+            pos += stop + 1
+            self.segment = max(MIN_SEGMENT, 2 * (stop + 1))
+        return out
+
+    def _first_clip(self, chosen: np.ndarray) -> int | None:
+        """Offset where some cluster takes its last allowed draw, else None.
+
+        With no clip, ``counts`` is advanced by the whole segment; with one,
+        the caller advances it by the prefix it keeps.
+        """
+        if self.n_groups <= 2 * chosen.size:  # dense: per-cluster tallies
+            hits = np.bincount(chosen, minlength=self.n_groups)
+            room = self.caps - self.counts
+            over = np.flatnonzero((hits >= room) & (hits > 0))
+            if over.size == 0:
+                self.counts += hits
+                return None
+            if over.size <= 4:  # a few candidates: scan for each one's last draw
+                return min(int(np.flatnonzero(chosen == k)[room[k] - 1]) for k in over)
+        # Sort the segment by cluster (stable: positions ascend inside a
+        # cluster); the clip of cluster k is its room_k-th occurrence.
+        keys = chosen.astype(np.int16) if self.n_groups < 2**15 else chosen
+        order = np.argsort(keys, kind="stable")
+        ordered = chosen[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        clusters = ordered[starts]
+        tallies = np.diff(np.append(starts, chosen.size))
+        room = self.caps[clusters] - self.counts[clusters]
+        over = np.flatnonzero(tallies >= room)
+        if over.size == 0:
+            self.counts[clusters] += tallies
+            return None
+        return int(order[starts[over] + room[over] - 1].min())
+
+
+class ScheduleStream:
+    """Produces the global schedule block by block from any start position.
+
+    After iteration, ``clip_step`` (per group, -1 = never) holds the positions
+    at which groups took their last allowed draw (for emitted positions only),
+    ``end`` the schedule length once known, ``budget_met`` and ``exhausted_at``.
+    """
+
+    def __init__(self, prep: Prepared) -> None:
+        self.prep = prep
+        config = prep.config
+        self.config = config
+        self.planned: PlannedOrder | None = None
+        if config.order == "planned":
+            self.planned = PlannedOrder(
+                self._plan(), planned_phases(config.seed, len(prep.weights))
+            )
+            self.cluster_end: int | None = self.planned.total
+        else:
+            self.cluster_end = prep.capped_total
+        # Does the capped part fall short of the budget?
+        self.exhausted = False
+        if self.cluster_end is not None:
+            if config.num_samples is not None:
+                self.exhausted = config.num_samples > self.cluster_end
+            else:
+                self.exhausted = self._capped_tokens() < config.num_tokens
+        self.exhausted_at = self.cluster_end if self.exhausted else None
+        self.end: int | None = config.num_samples
+        if self.exhausted and config.on_exhausted == "stop":
+            self.end = self.cluster_end
+        self.budget_met = not self.exhausted or config.on_exhausted == "random"
+        self.clip_step = np.full(len(prep.weights), -1, dtype=np.int64)
+        # Known before any draw: fail or warn now, never silently.
+        if self.exhausted and config.on_exhausted == "error":
+            raise self._exhausted_error()
+        if self.exhausted and config.on_exhausted == "stop":
+            self._warn_exhausted()
+
+    # -- planning ---------------------------------------------------------
+    def _capped_tokens(self) -> int:
+        prep = self.prep
+        if self.planned is not None:
+            return prep.groups.tokens_of_first(self.planned.plan, prep.lengths)
+        return int((prep.group_tokens * self.config.max_repeats).sum())
+
+    def _plan(self) -> np.ndarray:
+        prep, config = self.prep, self.prep.config
+        caps = None if config.max_repeats is None else prep.caps
+        if config.num_samples is not None:
+            return plan_draws(prep.weights, caps, config.num_samples)
+        # Token budget: smallest T whose plan's *expected* tokens (mean length
+        # per cluster) reach the budget, then grow T until the plan's exact
+        # tokens do. The stream then stops at the first position where the
+        # cumulative tokens reach the budget, as for the online order.
+        budget = config.num_tokens
+        means = prep.group_tokens / prep.groups.sizes
+        high = prep.capped_total if prep.capped_total is not None else None
+        if high is not None and float(plan_draws(prep.weights, caps, high) @ means) < budget:
+            return plan_draws(prep.weights, caps, high)
+        low, upper = 1, 1
+        while float(plan_draws(prep.weights, caps, upper) @ means) < budget:
+            low, upper = upper, upper * 2
+            if high is not None and upper >= high:
+                upper = high
+                break
+        while low < upper:
+            middle = (low + upper) // 2
+            if float(plan_draws(prep.weights, caps, middle) @ means) >= budget:
+                upper = middle
+            else:
+                low = middle + 1
+        total = upper
+        mean_all = max(float(prep.group_tokens.sum()) / prep.groups.sizes.sum(), 1e-9)
+        while True:
+            plan = plan_draws(prep.weights, caps, total)
+            exact = prep.groups.tokens_of_first(plan, prep.lengths)
+            if exact >= budget or (high is not None and total >= high):
+                return plan
+            total += int(math.ceil((budget - exact) / mean_all)) + 1
+            if high is not None:
+                total = min(total, high)
+
+    # -- streaming --------------------------------------------------------
+    def _cluster_part(
+        self, block: int, g0: int, g1: int, chooser: OnlineChooser | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Documents, groups and clip offsets of positions [g0, g1)."""
+        groups = self.prep.groups
+        if self.planned is not None:
+            chosen, draws, first, end = self.planned.window_with_spans(g0, g1)
+            clips = np.flatnonzero(draws == self.prep.caps[chosen] - 1)
+            return groups.lookup(chosen, draws, first=first, end=end), chosen, clips
+        first = chooser.counts.copy()
+        chosen = chooser.choose(block, g1 - g0)
+        keys = chosen.astype(np.int16) if len(first) < 2**15 else chosen.astype(np.int32)
+        order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
+        docs = groups.lookup_grouped(order, chooser.counts - first, first)
+        clips = np.array([offset for _, offset in chooser.events], dtype=np.int64)
+        return docs, chosen, clips
+
+    def _counts_at(self, block: int, chooser: OnlineChooser | None) -> np.ndarray:
+        g0 = block * CHOICE_BLOCK
+        if self.planned is not None:
+            return self.planned.counts_before(min(g0, self.planned.total))
+        return chooser.counts.copy()
+
+    def blocks(self, start: int = 0) -> Iterator[np.ndarray]:
+        """Documents of positions ``start, start+1, ...`` in consecutive arrays."""
+        prep, config = self.prep, self.config
+        block = start // CHOICE_BLOCK
+        chooser = None
+        if self.planned is None:
+            chooser = OnlineChooser(prep)
+            limit = self.cluster_end
+            for b in range(block):  # replay choices only: counts at the block start
+                n = CHOICE_BLOCK if limit is None else min(CHOICE_BLOCK, limit - b * CHOICE_BLOCK)
+                if n <= 0:
+                    break
+                chooser.choose(b, n)
+        tokens = 0
+        budget = config.num_tokens
+        if budget is not None:
+            tokens = self._tokens_before(block * CHOICE_BLOCK, self._counts_at(block, chooser))
+            if tokens >= budget:
+                return
+        while True:
+            g0 = block * CHOICE_BLOCK
+            g1 = g0 + CHOICE_BLOCK
+            if self.end is not None:
+                g1 = min(g1, self.end)
+            if g1 <= g0:
+                return
+            parts = []
+            cut = g1 if self.cluster_end is None else min(g1, self.cluster_end)
+            if cut > g0:
+                cluster_docs, groups, clips = self._cluster_part(block, g0, cut, chooser)
+                parts.append(cluster_docs)
+            if g1 > cut:
+                offset = max(g0, self.cluster_end) - self.cluster_end
+                fallback = np.arange(offset, offset + g1 - max(g0, cut), dtype=np.int64)
+                parts.append(
+                    prep.fallback.lookup(
+                        np.zeros_like(fallback),
+                        fallback,
+                        first=fallback[:1].copy(),
+                        end=fallback[-1:] + 1,
+                    )
+                )
+            docs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            last = False
+            if budget is not None:
+                running = tokens + np.cumsum(prep.lengths[docs])
+                reach = int(np.searchsorted(running, budget, side="left"))
+                if reach < docs.size:
+                    docs = docs[: reach + 1]
+                    self.end = g0 + reach + 1
+                    self.budget_met = True
+                    last = True
+                tokens = int(running[docs.size - 1])
+            if cut > g0:
+                hit = clips[(clips < docs.size) & (g0 + clips >= start)]
+                self.clip_step[groups[hit]] = g0 + hit
+            if g0 + docs.size > start:
+                yield docs[max(0, start - g0) :]
+            if last or (self.end is not None and g0 + docs.size >= self.end):
+                if self.end is None:
+                    self.end = g0 + docs.size
+                return
+            if (
+                self.cluster_end is not None
+                and g0 + docs.size >= self.cluster_end
+                and (self.exhausted and config.on_exhausted == "stop")
+            ):
+                self.end = self.cluster_end
+                return
+            block += 1
+
+    def _tokens_before(self, position: int, counts: np.ndarray) -> int:
+        prep = self.prep
+        tokens = prep.groups.tokens_of_first(counts, prep.lengths)
+        if self.cluster_end is not None and position > self.cluster_end:
+            extra = np.array([position - self.cluster_end])
+            tokens += prep.fallback.tokens_of_first(extra, prep.lengths)
+        return tokens
+
+    def _budget_text(self) -> str:
+        config = self.config
+        if config.num_samples is not None:
+            return f"num_samples={config.num_samples}"
+        return f"num_tokens={config.num_tokens}"
+
+    def _exhausted_error(self) -> ClusterClipError:
+        return ClusterClipError(
+            f"the budget {self._budget_text()} cannot be met: every cluster is clipped at "
+            f"max_repeats={self.config.max_repeats} after {self.cluster_end} draws. Raise "
+            "max_repeats, lower the budget, or pass on_exhausted='stop' or 'random'."
+        )
+
+    def _warn_exhausted(self) -> None:
+        warnings.warn(
+            f"clusterclip: the budget {self._budget_text()} cannot be met: every cluster "
+            f"is clipped at max_repeats={self.config.max_repeats} after {self.cluster_end} "
+            "draws; the schedule stops there (on_exhausted='stop'). Pass "
+            "on_exhausted='random' to continue with random passes, or raise max_repeats.",
+            UserWarning,
+            stacklevel=5,  # _warn_exhausted <- stream <- open_stream <- API <- caller
+        )

@@ -1,0 +1,117 @@
+"""Statistics of a materialised schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ScheduleStats", "compute_stats"]
+
+
+@dataclass
+class ScheduleStats:
+    """What a schedule did, per cluster and per document.
+
+    Attributes
+    ----------
+    n_draws : int
+        Length of the schedule.
+    budget_met : bool
+        False when the schedule stopped early (``on_exhausted="stop"``).
+    exhausted_at : int or None
+        Position at which every cluster had been clipped, if that happened
+        before the budget was met (the fallback passes start there for
+        ``on_exhausted="random"``); None otherwise.
+    draws_per_cluster : ndarray of int64, shape (max_label + 1,)
+        Draws of documents of each cluster id.
+    clip_step : ndarray of int64, shape (max_label + 1,)
+        Position of the draw that completed the cluster's last allowed pass
+        (``max_repeats * size`` draws), -1 if it never happened.
+    max_repeats_per_document : int
+        Largest number of times any document appears.
+    n_distinct_documents : int
+        Documents that appear at least once.
+    n_tokens : int or None
+        Total tokens of the schedule when ``lengths`` were given.
+    planned_draws : ndarray of int64 or None
+        ``order="planned"``: the planned draws per cluster id.
+    repeats_per_document : ndarray of int64, shape (N,)
+        Appearances of each document (not stored in the JSON sidecar; recomputed on load).
+    """
+
+    n_draws: int
+    budget_met: bool
+    exhausted_at: int | None
+    draws_per_cluster: np.ndarray
+    clip_step: np.ndarray
+    max_repeats_per_document: int
+    n_distinct_documents: int
+    n_tokens: int | None = None
+    planned_draws: np.ndarray | None = None
+    repeats_per_document: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def n_clipped(self) -> int:
+        """Number of clusters that were clipped."""
+        return int((self.clip_step >= 0).sum())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (without the per-document repeats)."""
+        return {
+            "n_draws": int(self.n_draws),
+            "budget_met": bool(self.budget_met),
+            "exhausted_at": None if self.exhausted_at is None else int(self.exhausted_at),
+            "draws_per_cluster": self.draws_per_cluster.tolist(),
+            "clip_step": self.clip_step.tolist(),
+            "max_repeats_per_document": int(self.max_repeats_per_document),
+            "n_distinct_documents": int(self.n_distinct_documents),
+            "n_tokens": None if self.n_tokens is None else int(self.n_tokens),
+            "planned_draws": None if self.planned_draws is None else self.planned_draws.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], repeats: np.ndarray) -> ScheduleStats:
+        """Inverse of :meth:`to_dict`, given the recomputed per-document repeats."""
+        planned = data.get("planned_draws")
+        return cls(
+            n_draws=int(data["n_draws"]),
+            budget_met=bool(data["budget_met"]),
+            exhausted_at=data.get("exhausted_at"),
+            draws_per_cluster=np.asarray(data["draws_per_cluster"], dtype=np.int64),
+            clip_step=np.asarray(data["clip_step"], dtype=np.int64),
+            max_repeats_per_document=int(data["max_repeats_per_document"]),
+            n_distinct_documents=int(data["n_distinct_documents"]),
+            n_tokens=data.get("n_tokens"),
+            planned_draws=None if planned is None else np.asarray(planned, dtype=np.int64),
+            repeats_per_document=repeats,
+        )
+
+
+def compute_stats(
+    indices: np.ndarray,
+    labels: np.ndarray,
+    lengths: np.ndarray | None,
+    *,
+    budget_met: bool,
+    exhausted_at: int | None,
+    clip_step: np.ndarray,
+    planned_draws: np.ndarray | None = None,
+) -> ScheduleStats:
+    """Statistics of ``indices`` (a schedule over documents with ``labels``)."""
+    n_labels = int(labels.max()) + 1
+    repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64)
+    draws = np.bincount(labels[indices], minlength=n_labels).astype(np.int64)
+    return ScheduleStats(
+        n_draws=int(indices.size),
+        budget_met=budget_met,
+        exhausted_at=exhausted_at,
+        draws_per_cluster=draws,
+        clip_step=clip_step,
+        max_repeats_per_document=int(repeats.max()) if repeats.size else 0,
+        n_distinct_documents=int((repeats > 0).sum()),
+        n_tokens=None if lengths is None else int(lengths[indices].sum()),
+        planned_draws=planned_draws,
+        repeats_per_document=repeats,
+    )

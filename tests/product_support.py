@@ -1,0 +1,230 @@
+"""Hand-made work directories in the exact file formats of docs/architecture.md.
+
+Used by the report, adapter and export tests so they exercise the consuming
+code on real files (real KJV verses, real parquet, real npy) without paying for
+an embedding run. Clusters are the Bible books of the verses: a real, naturally
+imbalanced partition. The schedule is built by a plain, obviously-correct
+loop implementing the online ClusterClip rule (uniform cluster choice,
+shuffled passes, clip after ``max_repeats`` passes).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from clusterclip.workdir import atomic_write_json, fingerprint_array, fingerprint_file, write_stage
+
+
+def kjv_records(*, step: int, limit: int | None = None) -> list[dict]:
+    """Every ``step``-th verse of the bundled KJV corpus (real text, all 66 books)."""
+    path = resources.files("clusterclip.data") / "kjv-verses.jsonl.gz"
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for i, line in enumerate(handle) if i % step == 0]
+    return records[:limit] if limit else records
+
+
+def write_sources(directory: Path, records: list[dict]) -> list[Path]:
+    """Split records over a .jsonl (with a malformed and an empty line), a .jsonl.gz, a .parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    third = len(records) // 3
+    a, b, c = records[:third], records[third : 2 * third], records[2 * third :]
+    plain = directory / "part-a.jsonl"
+    lines = [json.dumps(r) for r in a]
+    lines.insert(3, "{not json")  # malformed
+    lines.insert(7, json.dumps({"id": "blank", "book": "None", "text": ""}))  # empty
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    gz = directory / "part-b.jsonl.gz"
+    with gzip.open(gz, "wt", encoding="utf-8") as handle:
+        for r in b:
+            handle.write(json.dumps(r) + "\n")
+    parquet = directory / "part-c.parquet"
+    pq.write_table(pa.Table.from_pylist(c), parquet)
+    return [plain, gz, parquet]
+
+
+def read_source_records(paths: list[Path]) -> list[tuple[str, int, str, dict | None]]:
+    """(source, line, raw line, parsed record or None) in input order, like the embed stage."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for path in paths:
+        if path.suffix == ".parquet":
+            for row_number, row in enumerate(pq.read_table(path).to_pylist()):
+                out.append((str(path), row_number, json.dumps(row), row))
+            continue
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                line = line.rstrip("\n")
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    record = None
+                out.append((str(path), line_number, line, record))
+    return out
+
+
+def oracle_online_schedule(
+    labels: np.ndarray, *, max_repeats: int, num_samples: int, seed: int
+) -> tuple[np.ndarray, list[int]]:
+    """Plain-loop online ClusterClip: returns (indices, positions where a cluster was clipped)."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
+    clusters = sorted(set(int(k) for k in labels if k >= 0))
+    members = {k: np.flatnonzero(labels == k) for k in clusters}
+    perm = {k: rng.permutation(members[k]) for k in clusters}
+    cursor = dict.fromkeys(clusters, 0)
+    passes = dict.fromkeys(clusters, 0)
+    active = list(clusters)
+    out, clips = [], []
+    while len(out) < num_samples and active:
+        k = active[int(rng.integers(len(active)))]
+        out.append(int(perm[k][cursor[k]]))
+        cursor[k] += 1
+        if cursor[k] == len(perm[k]):
+            passes[k] += 1
+            cursor[k] = 0
+            if passes[k] == max_repeats:
+                active.remove(k)
+                clips.append(len(out) - 1)
+            else:
+                perm[k] = rng.permutation(members[k])
+    return np.asarray(out, dtype=np.int64), clips
+
+
+def make_workdir(
+    root: Path, *, step: int = 40, max_repeats: int = 2, epochs: float = 1.5, seed: int = 0
+) -> dict:
+    """Build a complete work directory (embed, cluster, schedule outputs + manifest)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = kjv_records(step=step)
+    sources = write_sources(root / "corpus", records)
+    workdir = root / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = read_source_records(sources)
+    books: dict[str, int] = {}
+    labels = []
+    doc_rows = []
+    for index, (source, line, _raw, record) in enumerate(rows):
+        if record is None:
+            status, text = "malformed", ""
+        elif not record.get("text"):
+            status, text = "empty", ""
+        else:
+            status, text = "ok", record["text"]
+        ok = status == "ok"
+        doc_rows.append(
+            {
+                "index": index,
+                "source": source,
+                "line": line,
+                "id": record.get("id") if record else None,
+                "n_chars": len(text),
+                "n_tokens": len(text.split()) if ok else 0,
+                "status": status,
+            }
+        )
+        labels.append(books.setdefault(record["book"], len(books)) if ok else -1)
+    labels = np.asarray(labels, dtype=np.int32)
+    documents = pa.Table.from_pylist(
+        doc_rows,
+        schema=pa.schema(
+            [
+                ("index", pa.int64()),
+                ("source", pa.string()),
+                ("line", pa.int64()),
+                ("id", pa.string()),
+                ("n_chars", pa.int64()),
+                ("n_tokens", pa.int64()),
+                ("status", pa.string()),
+            ]
+        ),
+    )
+    pq.write_table(documents, workdir / "documents.parquet")
+    write_stage(
+        workdir,
+        "embed",
+        {
+            "config": {"encoder": "hand-made"},
+            "inputs": {},
+            "outputs": {
+                "documents": fingerprint_file(workdir / "documents.parquet"),
+                "embeddings": "none",
+            },
+            "versions": {},
+            "complete": True,
+        },
+    )
+    clusters = pa.table(
+        {
+            "index": pa.array(np.arange(len(labels)), pa.int64()),
+            "cluster": pa.array(labels, pa.int32()),
+            "score": pa.array(np.ones(len(labels), dtype=np.float32), pa.float32()),
+        }
+    )
+    pq.write_table(clusters, workdir / "clusters.parquet")
+    centroids = np.random.default_rng(0).standard_normal((len(books), 8)).astype(np.float32)
+    np.save(workdir / "centroids.npy", centroids / np.linalg.norm(centroids, axis=1)[:, None])
+    write_stage(
+        workdir,
+        "cluster",
+        {
+            "config": {"n_clusters": len(books)},
+            "inputs": {"embed.documents": fingerprint_file(workdir / "documents.parquet")},
+            "outputs": {"clusters": fingerprint_file(workdir / "clusters.parquet")},
+            "versions": {},
+            "complete": True,
+        },
+    )
+    n_usable = int((labels >= 0).sum())
+    num_samples = int(round(epochs * n_usable))
+    indices, clips = oracle_online_schedule(
+        labels, max_repeats=max_repeats, num_samples=num_samples, seed=seed
+    )
+    np.save(workdir / "schedule.npy", indices)
+    atomic_write_json(
+        workdir / "schedule.json",
+        {
+            "config": {
+                "policy": "clusterclip",
+                "max_repeats": max_repeats,
+                "num_samples": num_samples,
+                "order": "online",
+                "on_exhausted": "stop",
+                "seed": seed,
+            },
+            "version": "hand-made",
+            "labels_fingerprint": fingerprint_array(labels),
+            "stats": {"length": len(indices)},
+        },
+    )
+    write_stage(
+        workdir,
+        "schedule",
+        {
+            "config": {"policy": "clusterclip", "max_repeats": max_repeats},
+            "inputs": {"cluster.clusters": fingerprint_file(workdir / "clusters.parquet")},
+            "outputs": {"schedule": fingerprint_file(workdir / "schedule.npy")},
+            "versions": {},
+            "complete": True,
+        },
+    )
+    return {
+        "workdir": workdir,
+        "sources": sources,
+        "rows": rows,
+        "labels": labels,
+        "indices": indices,
+        "clips": clips,
+        "books": books,
+        "max_repeats": max_repeats,
+    }

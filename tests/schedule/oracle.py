@@ -1,0 +1,219 @@
+"""Slow, obviously-correct reference sampler: DESIGN.md section 2, one draw at a time.
+
+Plain Python loops over plain lists. It shares with the fast engine only the
+*sources* of randomness, which are part of the contract: the uniforms of a
+position block (``block_uniforms``), the pass permutations of a group
+(``chunk_permutations``) and the planned phases (``planned_phases``).
+Everything else -- clusters, weights, the active set, the clip, the draw
+counts, passes and cursors, the plan, the interleaving, the token budget and
+the fallback -- is recomputed here step by step.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clusterclip.schedule.engine import block_uniforms
+from clusterclip.schedule.groups import (
+    CHOICE_BLOCK,
+    PURPOSE_CLUSTER_PASS,
+    PURPOSE_FALLBACK_PASS,
+    PURPOSE_RANDOM_PASS,
+    chunk_permutations,
+    passes_per_chunk,
+)
+from clusterclip.schedule.planned import planned_phases
+
+
+class _Group:
+    """Members of one group, drawn pass after pass, cursor by cursor."""
+
+    def __init__(self, members, seed, purpose, key):
+        self.members = list(members)
+        self.seed, self.purpose, self.key = seed, purpose, key
+        self.drawn = 0
+        self._chunk, self._rows = -1, None
+
+    def document(self, draw):
+        size = len(self.members)
+        pass_number, cursor = divmod(draw, size)
+        per_chunk = passes_per_chunk(size)
+        chunk = pass_number // per_chunk
+        if chunk != self._chunk:  # regenerate the pass permutations from (seed, key, chunk)
+            rows = chunk_permutations(self.seed, self.purpose, self.key, chunk, size)
+            self._chunk, self._rows = chunk, rows.tolist()
+        return self.members[self._rows[pass_number % per_chunk][cursor]]
+
+    def next(self):
+        doc = self.document(self.drawn)
+        self.drawn += 1
+        return doc
+
+
+class _Uniforms:
+    def __init__(self, seed):
+        self.seed, self.block, self.values = seed, -1, None
+
+    def at(self, position):
+        block, offset = divmod(position, CHOICE_BLOCK)
+        if block != self.block:
+            self.block, self.values = block, block_uniforms(self.seed, block).tolist()
+        return self.values[offset]
+
+
+def _weights(labels, policy, alpha, cluster_weights):
+    sizes = {}
+    for label in labels:
+        if label >= 0:
+            sizes[label] = sizes.get(label, 0) + 1
+    weights = {}
+    for k in sorted(sizes):
+        if cluster_weights is not None:
+            w = float(cluster_weights[k])
+        elif policy == "temperature":
+            w = float(sizes[k]) ** alpha
+        else:
+            w = 1.0
+        if w > 0:
+            weights[k] = w
+    return sizes, weights
+
+
+def _plan(weights, caps, total):
+    """Water-filling, as a plain loop: cap whoever's share reaches its cap, repeat."""
+    plan = {k: 0 for k in weights}
+    free = sorted(weights)
+    remaining = total
+    while True:
+        if not free:
+            return plan
+        weight_sum = math.fsum(weights[k] for k in free)
+        shares = {k: remaining * weights[k] / weight_sum for k in free}
+        over = [k for k in free if caps is not None and shares[k] >= caps[k]]
+        if not over:
+            break
+        for k in over:
+            plan[k] = caps[k]
+            remaining -= caps[k]
+        free = [k for k in free if k not in over]
+    for k in free:
+        plan[k] = math.floor(shares[k])
+    leftover = remaining - sum(math.floor(shares[k]) for k in free)
+    by_fraction = sorted(free, key=lambda k: (-(shares[k] - math.floor(shares[k])), k))
+    for k in by_fraction[: max(leftover, 0)]:
+        plan[k] += 1
+    if leftover < 0:
+        for k in sorted(free, key=lambda k: (shares[k] - math.floor(shares[k]), -k)):
+            if leftover == 0:
+                break
+            if plan[k] > 0:
+                plan[k] -= 1
+                leftover += 1
+    return plan
+
+
+def oracle_schedule(
+    labels,
+    *,
+    policy="clusterclip",
+    max_repeats=4,
+    num_samples=None,
+    num_tokens=None,
+    lengths=None,
+    alpha=None,
+    cluster_weights=None,
+    order="online",
+    on_exhausted="stop",
+    seed,
+    planned_total=None,
+):
+    """Return (indices list, clip_step dict {cluster: position}, exhausted_at or None).
+
+    ``planned_total`` overrides the planned budget in draws (used for token budgets).
+    """
+    labels = [int(x) for x in labels]
+    if policy == "uniform":
+        max_repeats = None
+    sizes, weights = _weights(labels, policy, alpha, cluster_weights)
+    if policy == "random":
+        groups = {
+            -1: _Group([i for i, x in enumerate(labels) if x >= 0], seed, PURPOSE_RANDOM_PASS, 0)
+        }
+        weights = {-1: 1.0}
+    else:
+        groups = {
+            k: _Group([i for i, x in enumerate(labels) if x == k], seed, PURPOSE_CLUSTER_PASS, k)
+            for k in weights
+        }
+    caps = None
+    if max_repeats is not None:
+        caps = {k: max_repeats * len(g.members) for k, g in groups.items()}
+    fallback_members = sorted(i for g in groups.values() for i in g.members)
+    fallback = _Group(fallback_members, seed, PURPOSE_FALLBACK_PASS, 0)
+
+    planned_sequence = None
+    if order == "planned":
+        total = planned_total if planned_total is not None else num_samples
+        plan = _plan(weights, caps, total)
+        phases = planned_phases(seed, len(groups)).tolist()
+        draws = []
+        for index, k in enumerate(sorted(groups)):
+            for j in range(plan[k]):
+                draws.append(((j + phases[index]) / plan[k], index, k))
+        draws.sort()
+        planned_sequence = [k for _, _, k in draws]
+
+    uniforms = _Uniforms(seed)
+    active = sorted(groups)  # clusters not yet clipped, by id; shrinks at each clip
+    active_weights = [weights[k] for k in active]
+    out, clip_step = [], {}
+    tokens = 0
+    exhausted_at = None
+    position = 0
+    while True:
+        if num_samples is not None and position >= num_samples:
+            break
+        if num_tokens is not None and tokens >= num_tokens:
+            break
+        if exhausted_at is None:
+            if planned_sequence is not None:
+                chosen = planned_sequence[position] if position < len(planned_sequence) else None
+            else:
+                chosen = None
+                if active:
+                    m = len(active)
+                    ws = active_weights
+                    if m == 1:
+                        chosen = active[0]
+                    elif min(ws) == max(ws):
+                        chosen = active[min(int(uniforms.at(position) * m), m - 1)]
+                    else:
+                        cumulative, acc = [], 0.0
+                        for w in ws:
+                            acc += w
+                            cumulative.append(acc)
+                        u = uniforms.at(position)
+                        i = 0
+                        while i < m and not u < cumulative[i] / acc:
+                            i += 1
+                        chosen = active[min(i, m - 1)]
+            if chosen is None:
+                exhausted_at = position
+                if on_exhausted == "stop":
+                    break
+                if on_exhausted == "error":
+                    raise RuntimeError("exhausted")
+        if exhausted_at is None:
+            doc = groups[chosen].next()
+            if caps is not None and groups[chosen].drawn == caps[chosen]:
+                clip_step[chosen] = position
+                if planned_sequence is None:  # R passes done: leaves the active set
+                    active.remove(chosen)
+                    active_weights = [weights[k] for k in active]
+        else:
+            doc = fallback.next()
+        out.append(doc)
+        if lengths is not None:
+            tokens += int(lengths[doc])
+        position += 1
+    return out, clip_step, exhausted_at
