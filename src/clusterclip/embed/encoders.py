@@ -78,7 +78,7 @@ class EncoderSpec:
     max_length : int, optional
         Truncate texts to this many tokens when encoding (model default if ``None``).
     batch_size : int, optional
-        Texts per forward pass (32 on CPU, 128 on GPU if ``None``).
+        Texts per forward pass (``None``: 128 on GPU, 64 on CPU in bfloat16, else 32).
     device : str
         ``"auto"`` (CUDA if available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
     trust_remote_code : bool
@@ -254,7 +254,9 @@ class SentenceTransformerEncoder:
             model.get_sentence_embedding_dimension
         )
         self.dim = int(getter())
-        self.batch_size = spec.batch_size or (128 if device.startswith("cuda") else 32)
+        # bf16 matmuls on AMX want larger batches: 64 gave ~1.3x the docs/s of 32 here
+        default_batch = 128 if device.startswith("cuda") else 64 if precision == "bfloat16" else 32
+        self.batch_size = spec.batch_size or default_batch
         self._count = _tokenizer_counter(model.tokenizer.backend_tokenizer)
         # sentence-transformers >= 6 renamed `tokenize` to `preprocess`
         self._preprocess = getattr(model, "preprocess", None) or model.tokenize
