@@ -226,7 +226,11 @@ def _embed_kwargs(config: RunConfig) -> dict[str, Any]:
 
 def _cluster_kwargs(config: RunConfig) -> dict[str, Any]:
     options = dataclasses.asdict(config.cluster)
-    return {**options, "seed": config.seed, "engine": config.engine}
+    kwargs = {**options, "seed": config.seed, "engine": config.engine}
+    # One set of Ray settings serves both distributed steps (embed and assign).
+    if config.embed.engine_options:
+        kwargs["engine_options"] = dict(config.embed.engine_options)
+    return kwargs
 
 
 def run(
