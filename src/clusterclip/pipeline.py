@@ -69,17 +69,26 @@ def _input_fingerprints(inputs: Any) -> Any:
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Readable differences between two specs: option values, or what upstream changed."""
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
         if a == b:
             continue
-        if isinstance(a, dict) and isinstance(b, dict):
-            lines.extend(_changes(a, b, f"{prefix}{key}."))
-        elif key == "inputs" or key.startswith("upstream"):
-            lines.append(f"{prefix}{key} changed")
+        if (
+            key in ("options", "upstream")
+            and not prefix
+            and isinstance(a, dict)
+            and isinstance(b, dict)
+        ):
+            lines.extend(_changes(a, b, f"{key}:"))
+            continue
+        if prefix == "upstream:":
+            lines.append(f"upstream {key} changed")
+        elif key == "inputs" and not prefix:
+            lines.append("inputs changed")
         else:
-            lines.append(f"{prefix}{key}: {a!r} -> {b!r}")
+            lines.append(f"{key}: {a!r} -> {b!r}")
     return lines
 
 
@@ -112,7 +121,7 @@ class _Runner:
         if entry is None:
             if recorded is not None and not recorded.get("complete"):
                 return True, "previous run stopped before the end: resuming", True
-            return True, "not done yet", True
+            return True, "first run", True
         if recorded is None:
             return True, "made outside `clusterclip run`: checking it against these options", True
         if not recorded.get("complete"):
@@ -217,7 +226,11 @@ def _embed_kwargs(config: RunConfig) -> dict[str, Any]:
 
 def _cluster_kwargs(config: RunConfig) -> dict[str, Any]:
     options = dataclasses.asdict(config.cluster)
-    return {**options, "seed": config.seed, "engine": config.engine}
+    kwargs = {**options, "seed": config.seed, "engine": config.engine}
+    # One set of Ray settings serves both distributed steps (embed and assign).
+    if config.embed.engine_options:
+        kwargs["engine_options"] = dict(config.embed.engine_options)
+    return kwargs
 
 
 def run(

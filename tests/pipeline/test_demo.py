@@ -15,7 +15,7 @@ def test_demo_runs_offline_with_the_default_encoder(tmp_path, capsys, monkeypatc
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     workdir = tmp_path / "demo"
-    status = main(["demo", "--workdir", str(workdir), "--sample", "300", "--n-clusters", "8"])
+    status = main(["demo", "--workdir", str(workdir), "--sample", "200", "--n-clusters", "6"])
     out = capsys.readouterr().out
     assert status == 0, out
     assert "encoder sentence-transformers" in out
@@ -24,12 +24,12 @@ def test_demo_runs_offline_with_the_default_encoder(tmp_path, capsys, monkeypatc
     embed = manifest["stages"]["embed"]
     assert "MiniLM" in json.dumps(embed)
     report = json.loads((workdir / "report.json").read_text())
-    assert report["summary"]["n_usable"] == 300
-    assert report["summary"]["n_clusters"] == 8
+    assert report["summary"]["n_usable"] == 200
+    assert report["summary"]["n_clusters"] == 6
     assert report["keywords_available"] is True
     assert all(row["keywords"] and row["example"] for row in report["clusters"])
     # The verses' ids are kept: examples name the verse.
     assert any(":" in (row["example"]["id"] or "") for row in report["clusters"])
     # A rerun does nothing.
-    assert main(["demo", "--workdir", str(workdir), "--sample", "300", "--n-clusters", "8"]) == 0
+    assert main(["demo", "--workdir", str(workdir), "--sample", "200", "--n-clusters", "6"]) == 0
     assert "embed     skipped" in capsys.readouterr().out

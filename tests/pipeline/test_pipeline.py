@@ -37,9 +37,8 @@ def _actions(result) -> dict[str, str]:
 
 
 def test_stages_run_skip_and_redo_downstream(tmp_path):
-    from clusterclip.schedule import Schedule
-
     from clusterclip.pipeline import run
+    from clusterclip.schedule import Schedule
 
     records = kjv_records(step=50)  # 623 verses from all 66 books
     corpus = _write_corpus(tmp_path / "kjv.jsonl", records)
@@ -58,7 +57,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     schedule = Schedule.load(workdir / "schedule.npy")
     assert len(schedule.indices) == round(1.5 * len(records))
     assert np.bincount(schedule.indices).max() <= 2
-    assert all("not done yet" in line for line in lines)
+    assert all("first run" in line for line in lines)
     first_bytes = (workdir / "schedule.npy").read_bytes()
 
     # Same inputs and options: nothing to do.
@@ -90,7 +89,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     assert _actions(more)["embed"] == "skipped"
     assert _actions(more)["cluster"] == _actions(more)["schedule"] == "ran"
     assert "n_clusters: 6 -> 8" in more["stages"]["cluster"]["reason"]
-    assert "upstream" in more["stages"]["schedule"]["reason"]
+    assert "upstream cluster.clusters changed" in more["stages"]["schedule"]["reason"]
     assert more["n_clusters"] == 8
 
     # The corpus changed: every stage is redone.
@@ -144,3 +143,43 @@ def test_cli_run_with_config_file_and_report(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("[cluster]\nk = 5\n")
     assert main(["run", "--config", str(tmp_path / "bad.toml")]) == 2
     assert "unknown option `cluster.k`" in capsys.readouterr().err
+
+    # The report's clip events are the schedule's own clip steps.
+    from clusterclip.schedule import Schedule
+
+    clip_step = Schedule.load(workdir / "schedule.npy").stats.clip_step
+    report = json.loads((workdir / "report.json").read_text())
+    assert [e["position"] for e in report["clip_events"]] == sorted(
+        int(p) for p in clip_step if p >= 0
+    )
+    assert report["keywords_available"] is True
+
+    # The adapters read what the real stages wrote: export in schedule order, byte for byte.
+    from clusterclip.adapters.export import export_ordered_jsonl, export_sample_index
+    from clusterclip.adapters.hf import apply_schedule
+
+    lines = (tmp_path / "kjv.jsonl").read_text("utf-8").splitlines()
+    order = np.load(workdir / "schedule.npy")
+    shards = export_ordered_jsonl(workdir, tmp_path / "ordered", shard_size=300)
+    exported = [line for shard in shards for line in shard.read_text("utf-8").splitlines()]
+    assert exported == [lines[i] for i in order]
+    np.testing.assert_array_equal(np.load(export_sample_index(workdir, tmp_path / "m.npy")), order)
+    datasets = pytest.importorskip("datasets")
+    corpus = datasets.Dataset.from_list([json.loads(line) for line in lines])
+    assert apply_schedule(corpus, workdir)["id"] == [json.loads(lines[i])["id"] for i in order]
+
+
+def test_a_failed_stage_keeps_the_finished_ones(tmp_path):
+    from clusterclip.pipeline import run
+
+    corpus = _write_corpus(tmp_path / "kjv.jsonl", kjv_records(step=300))
+    workdir = tmp_path / "work"
+    with pytest.raises(ClusterClipError, match="n_clusters"):
+        run([corpus], workdir=workdir, n_clusters=100_000, config=_config())
+    manifest = json.loads((workdir / "manifest.json").read_text())
+    specs = manifest["stages"]["pipeline"]["specs"]
+    assert specs["embed"]["complete"] is True and specs["cluster"]["complete"] is False
+    fixed = run([corpus], workdir=workdir, n_clusters=4, config=_config())
+    assert _actions(fixed)["embed"] == "skipped"
+    assert fixed["stages"]["cluster"]["reason"] == "n_clusters: 100000 -> 4"
+    assert _actions(fixed)["schedule"] == "ran"

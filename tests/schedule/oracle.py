@@ -164,6 +164,8 @@ def oracle_schedule(
         planned_sequence = [k for _, _, k in draws]
 
     uniforms = _Uniforms(seed)
+    active = sorted(groups)  # clusters not yet clipped, by id; shrinks at each clip
+    active_weights = [weights[k] for k in active]
     out, clip_step = [], {}
     tokens = 0
     exhausted_at = None
@@ -177,11 +179,10 @@ def oracle_schedule(
             if planned_sequence is not None:
                 chosen = planned_sequence[position] if position < len(planned_sequence) else None
             else:
-                active = [k for k in sorted(groups) if caps is None or groups[k].drawn < caps[k]]
                 chosen = None
                 if active:
                     m = len(active)
-                    ws = [weights[k] for k in active]
+                    ws = active_weights
                     if m == 1:
                         chosen = active[0]
                     elif min(ws) == max(ws):
@@ -206,6 +207,9 @@ def oracle_schedule(
             doc = groups[chosen].next()
             if caps is not None and groups[chosen].drawn == caps[chosen]:
                 clip_step[chosen] = position
+                if planned_sequence is None:  # R passes done: leaves the active set
+                    active.remove(chosen)
+                    active_weights = [weights[k] for k in active]
         else:
             doc = fallback.next()
         out.append(doc)

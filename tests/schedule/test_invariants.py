@@ -169,3 +169,32 @@ def test_online_clip_removes_cluster_after_r_passes(problem):
         cut = stats.exhausted_at if stats.exhausted_at is not None else schedule.indices.size
         assert np.sum(draws_k <= step) == kwargs["max_repeats"] * sizes[k]
         assert not np.any((draws_k > step) & (draws_k < cut))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.integers(1, 400), st.data())
+def test_token_budget_ends_at_first_crossing_and_resumes(problem, budget, data):
+    labels, kwargs = problem
+    kwargs = dict(kwargs)
+    del kwargs["num_samples"]
+    lengths = np.random.default_rng(kwargs["seed"] % 1000).integers(0, 9, size=labels.size)
+    if lengths[labels >= 0].sum() == 0:
+        lengths[np.flatnonzero(labels >= 0)[0]] = 1
+    schedule = quiet(build_schedule, labels, num_tokens=budget, lengths=lengths, **kwargs)
+    indices = schedule.indices
+    cumulative = np.cumsum(lengths[indices])
+    if schedule.stats.budget_met:
+        assert cumulative[-1] >= budget
+        assert indices.size == 1 or cumulative[-2] < budget
+    else:
+        assert kwargs["on_exhausted"] == "stop"
+        assert cumulative[-1] < budget if indices.size else True
+    assert schedule.stats.n_tokens == (int(cumulative[-1]) if indices.size else 0)
+    start = data.draw(st.integers(0, indices.size + 2))
+    tail = quiet(
+        lambda: list(
+            iter_schedule(labels, num_tokens=budget, lengths=lengths, start=start, **kwargs)
+        )
+    )
+    streamed = np.concatenate(tail) if tail else np.zeros(0, np.int64)
+    assert np.array_equal(streamed, indices[start:])

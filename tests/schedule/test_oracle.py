@@ -99,3 +99,22 @@ def test_engine_equals_oracle_token_budget(order, policy):
         total = int(fast.stats.planned_draws.sum()) if policy != "random" else 3 * 60
     expected, _, _ = oracle_schedule(labels, order=order, planned_total=total, **kwargs)
     assert fast.indices.tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(policy="clusterclip", max_repeats=2),
+        dict(policy="temperature", alpha=0.7, max_repeats=3),
+    ],
+)
+def test_engine_equals_oracle_with_many_tiny_clusters(kwargs):
+    # 1,500 clusters of 1-3 documents: clips every few draws, so the engine's
+    # sparse path (sort-based clip search, short adaptive segments) does the work.
+    rng = np.random.default_rng(17)
+    sizes = rng.integers(1, 4, size=1500)
+    labels = np.repeat(np.arange(sizes.size), sizes)
+    labels = labels[rng.permutation(labels.size)]
+    capped = kwargs["max_repeats"] * labels.size
+    schedule = _compare(labels, num_samples=capped + 50, on_exhausted="random", seed=6, **kwargs)
+    assert schedule.stats.n_clipped == 1500

@@ -121,3 +121,21 @@ def test_golden_small_case():
     assert stats.budget_met and stats.exhausted_at is None
     # cluster 1 (1 document) and 2 clip before cluster 0, which takes the last draw
     assert stats.clip_step[0] == 13 and stats.clip_step[1] < 13 and stats.clip_step[2] < 13
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [
+        ("online", [3, 2, 9, 4, 8, 6, 1, 4, 5, 0, 10, 6, 5, 1, 2, 3]),
+        ("planned", [3, 6, 9, 4, 2, 8, 5, 1, 10, 6, 4, 0, 10, 5, 1, 8]),
+    ],
+)
+def test_pinned_sequence_of_this_schedule_version(order, expected):
+    """Same inputs + seed + SCHEDULE_VERSION = the same bytes, forever: a change
+    here changes every user's schedule and must bump SCHEDULE_VERSION."""
+    labels = np.array([0, 0, 0, 0, 1, 2, 2, -1, 3, 3, 3])
+    schedule = build_schedule(
+        labels, max_repeats=2, num_samples=16, order=order, on_exhausted="random", seed=2024
+    )
+    assert schedule.indices.tolist() == expected
+    assert schedule.config.schedule_version == 1

@@ -1,7 +1,12 @@
 """Consumers of a schedule: training-framework adapters.
 
-``clusterclip.adapters.torch.ClusterClipSampler`` is a ``torch.utils.data.Sampler``
-(when torch is installed) that streams the global schedule for one rank and
-resumes from ``consumed_samples``. Sub-modules import their framework only
-when they are imported themselves; this package imports nothing.
+- ``clusterclip.adapters.torch.ClusterClipSampler``: a ``torch.utils.data.Sampler``
+  (a plain iterable without torch) that streams the global schedule for one rank
+  and resumes from ``consumed_samples`` with any world size.
+- ``clusterclip.adapters.hf``: Hugging Face ``datasets`` in schedule order.
+- ``clusterclip.adapters.export``: ordered jsonl shards and sample indices for
+  trainers that read files.
+
+Each sub-module imports its framework only when it is imported itself; this
+package imports nothing.
 """

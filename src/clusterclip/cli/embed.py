@@ -18,6 +18,8 @@ EXAMPLE = """examples:
   clusterclip embed corpus.parquet --workdir w --encoder tfidf --text-field body
   clusterclip embed corpus.jsonl --workdir w --model jinaai/jina-embeddings-v2-base-en \\
       --trust-remote-code --max-length 1024 --device cuda
+  clusterclip embed 'corpus/*.jsonl.zst' --workdir /shared/w --engine ray \\
+      --ray-address auto --num-gpus-per-worker 1    # one model per GPU of a Ray cluster
 """
 
 
@@ -86,6 +88,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine", default="local", choices=["local", "ray"],
         help="run shards in this process (local) or on a Ray cluster (ray)",
     )  # fmt: skip
+    ray = parser.add_argument_group("Ray engine (--engine ray, see docs/scaling.md)")
+    ray.add_argument(
+        "--ray-address", default=None,
+        help="Ray cluster address: auto, HOST:6379, ray://HOST:10001 "
+        "(default: join the running local one or start one)",
+    )  # fmt: skip
+    ray.add_argument(
+        "--num-workers", type=_positive_int, default=None,
+        help="embedding actors, each loads the model once (default: one per GPU, else per CPU)",
+    )  # fmt: skip
+    ray.add_argument(
+        "--num-gpus-per-worker", type=float, default=None,
+        help="GPUs reserved by each actor (1: one model per GPU; default 0)",
+    )  # fmt: skip
 
 
 def _size(n_bytes: int) -> str:
@@ -129,6 +145,7 @@ def format_summary(workdir: str, summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clusterclip.cli.cluster import engine_options
     from clusterclip.embed import DEFAULT_SHARD_SIZE, embed
 
     result = embed(
@@ -146,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         shard_size=args.shard_size or DEFAULT_SHARD_SIZE,
         engine=args.engine,
+        engine_options=engine_options(args),
         trust_remote_code=args.trust_remote_code,
     )
     print(format_summary(args.workdir, result.summary))

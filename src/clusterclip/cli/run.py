@@ -68,7 +68,8 @@ def add_stage_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...
         group = groups[option.section]
         dest = option.key.replace(".", "__")
         default = option.default
-        shown = f" (default: {default})" if default not in (None, [], "") else ""
+        hidden = default in (None, [], "") or isinstance(default, bool)
+        shown = "" if hidden else f" (default: {default})"
         common: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS}
         if option.kind == "bool":
             group.add_argument(

@@ -147,6 +147,9 @@ def dynamics_figure(data: dict[str, Any], path: Path) -> None:
             alpha=0.35,
         )
         twin.set_ylabel("clusters clipped so far", color="#555555")
+        from matplotlib.ticker import MaxNLocator
+
+        twin.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0, 1)
     ax.set_xlabel("training progress (fraction of the schedule)")
     ax.set_ylabel("share of draws in the slice")

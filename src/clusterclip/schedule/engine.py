@@ -47,9 +47,9 @@ __all__ = ["OnlineChooser", "Prepared", "ScheduleStream", "block_uniforms"]
 
 NO_CAP = np.iinfo(np.int64).max // 4
 
-#: Positions mapped at once inside a choice block (a performance knob only:
+#: Shortest run of positions mapped at once after a clip (a speed knob only:
 #: the result does not depend on it).
-SEGMENT = 8192
+MIN_SEGMENT = 512
 
 
 def block_uniforms(seed: int, block: int) -> np.ndarray:
@@ -183,7 +183,16 @@ class Prepared:
 
 
 class OnlineChooser:
-    """Cluster choices of the online rule, block after block, from counts only."""
+    """Cluster choices of the online rule, block after block, from counts only.
+
+    A block's uniforms are mapped a *segment* at a time with the current
+    active set. If some cluster takes its last allowed draw inside the
+    segment, the prefix up to that position is kept, the cluster leaves the
+    active set, and the rest is mapped again: exactly the one-step rule. The
+    segment length adapts (speed only, never the result): long while clips are
+    rare, about twice the distance between recent clips when they are dense
+    (many tiny clusters), so each clip costs work proportional to that distance.
+    """
 
     def __init__(self, prep: Prepared) -> None:
         self.seed = prep.config.seed
@@ -191,16 +200,27 @@ class OnlineChooser:
         self.caps = prep.caps
         self.n_groups = len(prep.weights)
         self.counts = np.zeros(self.n_groups, dtype=np.int64)
-        self.active = self.caps > 0
+        self.active_ids = np.flatnonzero(self.caps > 0)
+        self.all_equal = bool(self.weights.min() == self.weights.max())
+        self.segment = CHOICE_BLOCK
+        self.events: list[tuple[int, int]] = []
         self._refresh()
 
     def _refresh(self) -> None:
-        self.active_ids = np.flatnonzero(self.active)
+        """Mapping tables of the current active set (O(m); once per clip)."""
+        if self.all_equal:  # any subset of equal weights is equal
+            self.equal = True
+            return
         w = self.weights[self.active_ids]
         self.equal = bool(w.size == 0 or w.min() == w.max())
         if not self.equal:
             cumulative = np.cumsum(w)  # sequential sum, as the oracle's loop
             self.cdf = cumulative / cumulative[-1]
+
+    def _deactivate(self, group: int) -> None:
+        where = int(np.searchsorted(self.active_ids, group))
+        self.active_ids = np.delete(self.active_ids, where)
+        self._refresh()
 
     def _map(self, u: np.ndarray) -> np.ndarray:
         m = self.active_ids.size
@@ -209,64 +229,79 @@ class OnlineChooser:
         # Equal weights: floor(u * m) (no table); otherwise the inverse CDF.
         idx = (u * m).astype(np.int64) if self.equal else np.searchsorted(self.cdf, u, side="right")
         np.minimum(idx, m - 1, out=idx)
-        return self.active_ids[idx]
+        # Nothing clipped yet: the i-th active cluster is cluster i.
+        return idx if m == self.n_groups else self.active_ids[idx]
 
     def choose(self, block: int, n: int) -> np.ndarray:
         """Clusters (group index) of the first ``n`` positions of ``block``.
 
-        Advances ``counts`` and appends ``(group, offset in block)`` of every
-        clip to ``events``; the caller guarantees that those ``n`` draws do not
+        Advances ``counts`` and records ``(group, offset in block)`` of every
+        clip in ``events``; the caller guarantees that those ``n`` draws do not
         exceed the capped total (an active cluster exists at each).
         """
         out = np.empty(n, dtype=np.int64)
-        self.events: list[tuple[int, int]] = []
+        self.events = []
         u = None
         pos = 0
         while pos < n:
-            # Map at most one segment at a time: a clip inside it forces a
-            # re-map of the segment's rest, so short segments keep clips cheap.
-            seg_end = min(n, pos + SEGMENT)
+            length = self.segment
+            m = self.active_ids.size
+            if self.n_groups <= 4 * length and m > 1:
+                # Few clusters: no clip is likely before the closest one has had
+                # about its room left times m draws; stop the segment near there.
+                room = self.caps[self.active_ids] - self.counts[self.active_ids]
+                length = min(length, max(MIN_SEGMENT * 8, int(room.min()) * m // 2))
+            seg_end = min(n, pos + length)
             if self.active_ids.size == 1:
                 chosen = np.full(seg_end - pos, self.active_ids[0], dtype=np.int64)
             else:
                 if u is None:
                     u = block_uniforms(self.seed, block)
                 chosen = self._map(u[pos:seg_end])
+            stop = self._first_clip(chosen)
+            if stop is None:
+                out[pos:seg_end] = chosen
+                pos = seg_end
+                self.segment = min(CHOICE_BLOCK, self.segment * 8)
+                continue
+            out[pos : pos + stop + 1] = chosen[: stop + 1]
+            np.add.at(self.counts, chosen[: stop + 1], 1)
+            clipped = int(chosen[stop])  # reached max_repeats * size draws
+            self.events.append((clipped, pos + stop))
+            self._deactivate(clipped)
+            pos += stop + 1
+            self.segment = max(MIN_SEGMENT, 2 * (stop + 1))
+        return out
+
+    def _first_clip(self, chosen: np.ndarray) -> int | None:
+        """Offset where some cluster takes its last allowed draw, else None.
+
+        With no clip, ``counts`` is advanced by the whole segment; with one,
+        the caller advances it by the prefix it keeps.
+        """
+        if self.n_groups <= 2 * chosen.size:  # dense: per-cluster tallies
             hits = np.bincount(chosen, minlength=self.n_groups)
             room = self.caps - self.counts
             over = np.flatnonzero((hits >= room) & (hits > 0))
             if over.size == 0:
-                out[pos:seg_end] = chosen
                 self.counts += hits
-                pos = seg_end
-                continue
-            stop = self._first_clip(chosen, over, room)
-            out[pos : pos + stop + 1] = chosen[: stop + 1]
-            self.counts += np.bincount(chosen[: stop + 1], minlength=self.n_groups)
-            clipped = int(chosen[stop])
-            self.active[clipped] = False  # reached max_repeats * size draws
-            self.events.append((clipped, pos + stop))
-            self._refresh()
-            pos += stop + 1
-        return out
-
-    def _first_clip(self, chosen: np.ndarray, over: np.ndarray, room: np.ndarray) -> int:
-        """Earliest offset at which a cluster in ``over`` takes its last allowed draw."""
-        if over.size <= 4:
-            first = chosen.size
-            for k in over:
-                first = min(first, int(np.flatnonzero(chosen == k)[room[k] - 1]))
-            return first
-        flag = np.zeros(self.n_groups, dtype=bool)
-        flag[over] = True
-        where = np.flatnonzero(flag[chosen])
-        which = chosen[where]
-        order = np.argsort(which.astype(np.int32), kind="stable")
-        sorted_which = which[order]
-        group_start = np.searchsorted(sorted_which, sorted_which, side="left")
-        rank = np.empty(where.size, dtype=np.int64)
-        rank[order] = np.arange(where.size) - group_start
-        return int(where[rank + 1 == room[which]].min())
+                return None
+            if over.size <= 4:  # a few candidates: scan for each one's last draw
+                return min(int(np.flatnonzero(chosen == k)[room[k] - 1]) for k in over)
+        # Sort the segment by cluster (stable: positions ascend inside a
+        # cluster); the clip of cluster k is its room_k-th occurrence.
+        keys = chosen.astype(np.int16) if self.n_groups < 2**15 else chosen
+        order = np.argsort(keys, kind="stable")
+        ordered = chosen[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        clusters = ordered[starts]
+        tallies = np.diff(np.append(starts, chosen.size))
+        room = self.caps[clusters] - self.counts[clusters]
+        over = np.flatnonzero(tallies >= room)
+        if over.size == 0:
+            self.counts[clusters] += tallies
+            return None
+        return int(order[starts[over] + room[over] - 1].min())
 
 
 class ScheduleStream:
@@ -302,6 +337,11 @@ class ScheduleStream:
             self.end = self.cluster_end
         self.budget_met = not self.exhausted or config.on_exhausted == "random"
         self.clip_step = np.full(len(prep.weights), -1, dtype=np.int64)
+        # Known before any draw: fail or warn now, never silently.
+        if self.exhausted and config.on_exhausted == "error":
+            raise self._exhausted_error()
+        if self.exhausted and config.on_exhausted == "stop":
+            self._warn_exhausted()
 
     # -- planning ---------------------------------------------------------
     def _capped_tokens(self) -> int:
@@ -374,10 +414,6 @@ class ScheduleStream:
     def blocks(self, start: int = 0) -> Iterator[np.ndarray]:
         """Documents of positions ``start, start+1, ...`` in consecutive arrays."""
         prep, config = self.prep, self.config
-        if self.exhausted and config.on_exhausted == "error":
-            raise self._exhausted_error()
-        if self.exhausted and config.on_exhausted == "stop":
-            self._warn_exhausted()
         block = start // CHOICE_BLOCK
         chooser = None
         if self.planned is None:
@@ -474,5 +510,5 @@ class ScheduleStream:
             "draws; the schedule stops there (on_exhausted='stop'). Pass "
             "on_exhausted='random' to continue with random passes, or raise max_repeats.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,  # _warn_exhausted <- stream <- open_stream <- API <- caller
         )

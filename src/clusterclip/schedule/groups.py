@@ -43,7 +43,7 @@ PURPOSE_PHASE = 5  # phases of the planned order
 CHOICE_BLOCK = 65536
 
 #: A permutation chunk holds at least this many draws (ceil(C / size) passes).
-PERMUTATION_CHUNK = 512
+PERMUTATION_CHUNK = 2048
 
 
 def passes_per_chunk(size: int) -> int:
@@ -68,11 +68,13 @@ def chunk_permutations(seed: int, purpose: int, key: int, chunk: int, size: int)
 
     Examples
     --------
-    >>> chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600).shape
-    (1, 600)
+    >>> chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600).shape  # 4 passes of 600
+    (4, 600)
     """
-    rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
     n_passes = passes_per_chunk(size)
+    if size == 1:  # the only permutation of one member: no randomness to draw
+        return np.zeros((n_passes, 1), dtype=np.int64)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
     if n_passes == 1:
         return rng.permutation(size)[None, :]
     return rng.permuted(np.tile(np.arange(size, dtype=np.int64), (n_passes, 1)), axis=1)
@@ -197,15 +199,15 @@ class Groups:
         for g in np.flatnonzero(single & (first_chunk != self.cached_chunk)):
             self._load(int(g), int(first_chunk[g]))
         start = np.cumsum(per_group) - per_group
-        sorted_groups = np.repeat(np.arange(len(self.sizes)), per_group)
         shift = self.cache_offsets - self.cached_chunk * per_chunk + first - start
-        index = np.arange(n, dtype=np.int64) + shift[sorted_groups]
+        index = np.arange(n, dtype=np.int64)
+        index += np.repeat(shift, per_group)
         crossing = present & ~single
         if crossing.any():
-            slow = np.flatnonzero(crossing[sorted_groups])
+            slow = np.flatnonzero(np.repeat(crossing, per_group))
             index[slow] = 0
             docs = self.cache[index]
-            slow_groups = sorted_groups[slow]
+            slow_groups = np.repeat(np.arange(len(self.sizes)), per_group)[slow]
             docs[slow] = self._lookup_general(slow_groups, slow + (first - start)[slow_groups])
         else:
             docs = self.cache[index]

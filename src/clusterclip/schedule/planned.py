@@ -99,6 +99,24 @@ def planned_phases(seed: int, n_clusters: int) -> np.ndarray:
     return rng.random(n_clusters)
 
 
+def _sort_by_time(tau: np.ndarray) -> np.ndarray:
+    """Stable argsort of ``tau`` (generated cluster by cluster, so ties keep cluster order).
+
+    Two fast passes instead of one slow float sort: a stable radix sort on a
+    16-bit bucket of ``tau`` (monotone in ``tau``), then a stable sort of the
+    nearly sorted result, which only reorders inside buckets. Equal to
+    ``np.argsort(tau, kind="stable")``.
+    """
+    low, high = float(tau.min()), float(tau.max())
+    if high <= low:
+        return np.arange(tau.size)
+    scale = 65535.0 / (high - low)
+    bucket = np.minimum((tau - low) * scale, 65535.0).astype(np.uint16)
+    coarse = np.argsort(bucket, kind="stable")
+    fine = np.argsort(tau[coarse], kind="stable")
+    return coarse[fine]
+
+
 class PlannedOrder:
     """Random-access view of the planned order of ``sum(plan)`` draws.
 
@@ -176,10 +194,11 @@ class PlannedOrder:
         within = int(span.sum())
         which = np.repeat(np.arange(len(self.n)), span)
         starts = np.cumsum(span) - span
-        draws = np.arange(within, dtype=np.int64) - np.repeat(starts, span) + low[which]
-        tau = (draws + self.phi[which]) / self.n[which]
-        # Stable sort keeps equal taus in cluster order: the order is (tau, k).
-        order = np.argsort(tau, kind="stable")
+        draws = np.arange(within, dtype=np.int64)
+        draws += np.repeat(low - starts, span)
+        # tau = (j + phi_k) / n_k, the very expression of the definition.
+        tau = (draws + np.repeat(self.phi, span)) / np.repeat(self.n, span)
+        order = _sort_by_time(tau)
         skip = t0 - int(low.sum())
         chosen = order[skip : skip + (t1 - t0)]
         first = np.zeros(n_all, dtype=np.int64)

@@ -1,0 +1,264 @@
+"""The Ray engine against the local one, on a local Ray cluster started here.
+
+One Ray instance (2 CPUs) serves the whole module; every run uses 2 actors.
+Documents: 2,398 KJV verses, two bad records among them, then a shard of 300
+empty texts (a shard with nothing to embed), embedded with the ``tfidf``
+encoder in shards of 300 (9 shards), so every check runs in seconds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clusterclip
+import clusterclip.workdir
+from clusterclip.cli import main
+from clusterclip.embed import embed, open_embeddings
+from clusterclip.embed.encoders import TFIDF_STATE
+from clusterclip.engines import ray_engine
+from clusterclip.errors import ClusterClipError
+
+ray = pytest.importorskip("ray")
+
+
+N_VERSES = 2398
+SHARD_SIZE = 300
+N_SHARDS = 9
+N_CLUSTERS = 8
+BLOCK_ROWS = 250  # 2 assignment blocks per part, 18 in all
+RAY_OPTIONS = {"num_workers": 2, "max_in_flight": 3}
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A fresh local Ray instance with 2 CPUs for this module; its GCS address."""
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Verses with a malformed line and an empty text in the middle, then 300 empty texts."""
+    source = Path(clusterclip.__file__).parent / "data" / "kjv-verses.jsonl.gz"
+    path = tmp_path_factory.mktemp("corpus") / "kjv.jsonl"
+    with gzip.open(source, "rt", encoding="utf-8") as lines, open(path, "w") as out:
+        for number, line in enumerate(lines):
+            if number == N_VERSES:
+                break
+            if number == 700:
+                out.write('{"text": "unterminated\n')
+                out.write(json.dumps({"text": ""}) + "\n")
+            out.write(line)
+        out.writelines(json.dumps({"text": ""}) + "\n" for _ in range(SHARD_SIZE))
+    return path
+
+
+def _embed(corpus: Path, workdir: Path, **kwargs):
+    return embed(corpus, workdir=workdir, encoder="tfidf", shard_size=SHARD_SIZE, **kwargs)
+
+
+def _reuse_tfidf_fit(local_run, workdir: Path) -> None:
+    """Copy the local run's TF-IDF fit (seeded, so a refit is identical) to save time."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(local_run[0] / TFIDF_STATE, workdir / TFIDF_STATE)
+
+
+@pytest.fixture(scope="module")
+def local_run(corpus, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("local")
+    return workdir, _embed(corpus, workdir)
+
+
+def _layout(workdir: Path) -> list[str]:
+    return sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*"))
+
+
+def _comparable(entry: dict) -> dict:
+    """A manifest entry without what may differ between engines (timings, engine, paths)."""
+    entry = json.loads(json.dumps(entry))
+    entry["config"].pop("engine")
+    entry["spec"].pop("state_dir")
+    entry["encoder"].pop("model_path", None)
+    entry.pop("summary")
+    entry["outputs"].pop("embeddings")  # compared as arrays, to float16 rounding
+    return entry
+
+
+def assert_same_as_local(local_run, workdir: Path) -> None:
+    """The work directory ``workdir`` holds what the local engine wrote, to float16 rounding."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    local_dir, local = local_run
+    assert _layout(workdir) == _layout(local_dir)
+    documents = pq.read_table(workdir / "documents.parquet")
+    assert documents.equals(pq.read_table(local_dir / "documents.parquet"))  # same rows, order
+    assert (workdir / "rejects.jsonl").read_bytes() == (local_dir / "rejects.jsonl").read_bytes()
+    np.testing.assert_allclose(
+        np.asarray(open_embeddings(workdir)[:], dtype=np.float32),
+        np.asarray(local.embeddings[:], dtype=np.float32),
+        rtol=0,
+        atol=2.0**-11,  # float16 rounding of unit-norm coordinates
+    )
+    ours = json.loads((workdir / "manifest.json").read_text())["stages"]["embed"]
+    theirs = json.loads((local_dir / "manifest.json").read_text())["stages"]["embed"]
+    assert ours["config"]["engine"] == "ray"
+    assert _comparable(ours) == _comparable(theirs)
+
+
+@pytest.fixture(scope="module")
+def ray_run(ray_address, corpus, local_run, tmp_path_factory):
+    """``clusterclip embed ... --engine ray``, through the command line."""
+    workdir = tmp_path_factory.mktemp("ray")
+    _reuse_tfidf_fit(local_run, workdir)
+    status = main(
+        [
+            "embed", str(corpus), "--workdir", str(workdir), "--encoder", "tfidf",
+            "--shard-size", str(SHARD_SIZE), "--engine", "ray", "--ray-address", ray_address,
+            "--num-workers", "2",
+        ]
+    )  # fmt: skip
+    assert status == 0
+    return workdir
+
+
+def test_embed_on_ray_equals_local(ray_run, local_run):
+    summary = clusterclip.workdir.read_stage(ray_run, "embed")["summary"]
+    assert summary["shards"] == N_SHARDS
+    assert summary["counts"]["empty"] == SHARD_SIZE + 1
+    assert_same_as_local(local_run, ray_run)
+
+
+def test_killed_worker_is_retried_without_losing_documents(
+    ray_address, corpus, local_run, tmp_path, monkeypatch
+):
+    marker = tmp_path / "killed"
+    monkeypatch.setenv(ray_engine.FAULT_MARKER_ENV, str(marker))
+    workdir = tmp_path / "ray"
+    _reuse_tfidf_fit(local_run, workdir)
+    _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    assert marker.read_text().startswith("killed worker pid")  # a worker did die mid-run
+    assert_same_as_local(local_run, workdir)
+
+
+def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_run, tmp_path):
+    workdir = tmp_path / "ray"
+    _reuse_tfidf_fit(local_run, workdir)
+    script = textwrap.dedent(
+        f"""
+        import clusterclip
+        clusterclip.embed({str(corpus)!r}, workdir={str(workdir)!r}, encoder="tfidf",
+                          shard_size={SHARD_SIZE}, engine="ray",
+                          engine_options={{"address": {ray_address!r}, "num_workers": 2,
+                                           "max_in_flight": 2}})
+        """
+    )
+    env = dict(os.environ, **{ray_engine.SHARD_DELAY_ENV: "0.5", "CLUSTERCLIP_PROGRESS": "0"})
+    driver = subprocess.Popen([sys.executable, "-c", script], env=env)
+    parts = workdir / "embeddings"
+    deadline = time.monotonic() + 120
+    try:
+        while not list(parts.glob("part-*.npy")):
+            if driver.poll() is not None:
+                pytest.fail(f"the driver exited ({driver.returncode}) before it could be killed")
+            if time.monotonic() > deadline:
+                pytest.fail("the driver wrote no shard within 120 s")
+            time.sleep(0.05)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    finished = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts.glob("part-*.npy")}
+    assert 1 <= len(finished) < N_SHARDS
+    assert clusterclip.workdir.read_stage(workdir, "embed") is None  # not complete
+
+    result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    assert result.summary["shards_resumed"] == len(finished)
+    for name, stamp in finished.items():  # finished shards were kept, not recomputed
+        path = parts / name
+        assert (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
+    assert_same_as_local(local_run, workdir)
+
+
+def _cluster(workdir: Path, **kwargs):
+    from clusterclip.cluster import cluster
+
+    return cluster(workdir, n_clusters=N_CLUSTERS, seed=0, batch_size=BLOCK_ROWS, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def local_clusters(local_run, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("clusters") / "local"
+    shutil.copytree(local_run[0], workdir)
+    return workdir, _cluster(workdir)
+
+
+def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
+    ray_run, local_clusters, tmp_path, monkeypatch
+):
+    marker = tmp_path / "killed"
+    monkeypatch.setenv(ray_engine.FAULT_MARKER_ENV, str(marker))
+    workdir = tmp_path / "ray"
+    shutil.copytree(ray_run, workdir)
+    result = _cluster(workdir, engine="ray", engine_options={"num_workers": 2})
+    assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
+    local_dir, local = local_clusters
+    np.testing.assert_array_equal(result.centroids, local.centroids)  # the fit stays local
+    np.testing.assert_array_equal(result.labels, local.labels)
+    np.testing.assert_array_equal(result.scores, local.scores)
+    assert (result.labels == -1).sum() == SHARD_SIZE + 2  # the rejected documents
+    assert (workdir / "clusters.parquet").read_bytes() == (
+        local_dir / "clusters.parquet"
+    ).read_bytes()
+    ours = json.loads((workdir / "manifest.json").read_text())["stages"]["cluster"]
+    assert ours["config"]["engine"] == "ray"
+
+
+def test_options_are_validated():
+    with pytest.raises(ClusterClipError, match=r"`num_workers` must be an int in \[1, inf\)"):
+        ray_engine.RayOptions(num_workers=0)
+    with pytest.raises(ClusterClipError, match="`num_gpus_per_worker` must be a number >= 0"):
+        ray_engine.RayOptions(num_gpus_per_worker=-1)
+    with pytest.raises(ClusterClipError, match="`ray_address` must be a Ray address"):
+        ray_engine.RayOptions(address="")
+
+
+def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):
+    status = main(["embed", str(corpus), "--workdir", str(tmp_path), "--num-workers", "2"])
+    assert status == 2
+    assert "apply to the Ray engine only. Add --engine ray" in capsys.readouterr().err
+
+
+def test_a_pool_larger_than_the_cluster_is_refused(ray_address):
+    shards = iter([(0, ["In the beginning"])])
+    with pytest.raises(ClusterClipError, match="`num_workers` must be at most 2 on this Ray"):
+        next(ray_engine.run_shards_ray(None, shards, num_workers=3))
+
+
+def test_missing_ray_names_the_install_line():
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        from clusterclip.engines.ray_engine import run_shards_ray
+        from clusterclip.errors import MissingDependencyError
+        try:
+            next(run_shards_ray(None, iter([(0, ["text"])])))
+        except MissingDependencyError as error:
+            print(error)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert "pip install 'clusterclip[ray]'" in out.stdout
