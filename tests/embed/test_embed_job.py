@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_jsonl
+from embed_helpers import write_jsonl
 
 import clusterclip
 from clusterclip.embed import open_embeddings
@@ -141,3 +141,17 @@ def test_engines_are_looked_up_in_the_registry(tmp_path, verses):
 def test_open_embeddings_without_the_stage_says_what_to_run(tmp_path):
     with pytest.raises(ClusterClipError, match="no completed `embed` stage"):
         open_embeddings(tmp_path)
+
+
+@pytest.mark.parametrize("progress", ["0", "1"])
+def test_truncated_gzip_fails_before_anything_is_embedded(tmp_path, verses, monkeypatch, progress):
+    import gzip
+
+    monkeypatch.setenv("CLUSTERCLIP_PROGRESS", progress)
+    data = gzip.compress("".join(json.dumps(v) + "\n" for v in verses[:3000]).encode())
+    corpus = tmp_path / "cut.jsonl.gz"
+    corpus.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ClusterClipError, match=r"cut\.jsonl\.gz is truncated or corrupt after"):
+        clusterclip.embed(corpus, workdir=tmp_path / "w", encoder="tfidf", shard_size=100)
+    assert not list((tmp_path / "w").glob("embeddings/part-*.npy"))
+    assert read_stage(tmp_path / "w", "embed") is None

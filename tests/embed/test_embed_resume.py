@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
+from embed_helpers import write_jsonl
 
 import clusterclip
 from clusterclip.workdir import read_stage

@@ -11,7 +11,8 @@ Backends
 --------
 ``faiss``
     ``IndexFlatIP.search(X, 1)``: exact fp32 BLAS with a fused arg-max, after
-    :func:`clusterclip.cluster.blas.import_faiss` fixed the OpenBLAS core type.
+    :func:`clusterclip.cluster.blas.import_faiss` fixed the OpenBLAS core type;
+    on every GPU when a faiss GPU build sees one (not tested here: no GPU).
 ``torch-bf16``
     bf16 matrix product (AMX tiles on Sapphire Rapids and later) with an fp32
     arg-max; the cosine reported for the chosen centroid is recomputed in fp32.
@@ -33,6 +34,7 @@ backends may differ on near-ties.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from typing import Any
 
@@ -150,6 +152,8 @@ class FaissBackend(Backend):
 
     def top1(self, prepared: Any, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         index = self.faiss.IndexFlatIP(centroids.shape[1])
+        if hasattr(self.faiss, "index_cpu_to_all_gpus") and self.faiss.get_num_gpus() > 0:
+            index = self.faiss.index_cpu_to_all_gpus(index)  # a faiss GPU build with a GPU
         index.add(np.ascontiguousarray(centroids, dtype=np.float32))
         scores, labels = index.search(np.ascontiguousarray(prepared, dtype=np.float32), 1)
         return labels[:, 0].astype(np.int64), scores[:, 0].astype(np.float32)
@@ -188,8 +192,9 @@ class TorchBackend(Backend):
         return labels.numpy(), scores.numpy()
 
 
+@functools.cache
 def get_backend(name: str) -> Backend:
-    """The backend object for a concrete or ``auto`` name.
+    """The backend object for a concrete or ``auto`` name (cached: backends hold no state).
 
     >>> get_backend("numpy").name
     'numpy'

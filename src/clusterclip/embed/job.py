@@ -324,6 +324,8 @@ def embed(
     run_file = plan.state / "run.json"
     if overwrite:
         _clear(workdir)
+        if previous:  # until this run completes, the old entry must not look valid
+            write_stage(workdir, "embed", {**previous, "complete": False})
     elif previous and previous.get("complete"):
         changes = _changes(previous, run)
         if changes:
@@ -438,6 +440,7 @@ def embed(
         "replaced_utf8_lines": stream.replaced_utf8_lines,
         "blank_lines": stream.blank_lines,
         "text_fields": dict(stream.text_fields),
+        "encoder": local.describe(),
     }
     write_stage(
         workdir,
@@ -475,7 +478,8 @@ def _count_records(inputs: Any) -> int | None:
 
     Parquet row counts come from the footers; jsonl files are scanned for
     newlines (decompressing ``.gz``/``.zst``), which is fast next to embedding.
-    Blank lines make this a slight over-estimate.
+    Blank lines make this a slight over-estimate. A truncated compressed file
+    fails here, before anything is embedded.
     """
     if is_hf_dataset(inputs):
         try:
@@ -486,7 +490,7 @@ def _count_records(inputs: Any) -> int | None:
 
     try:
         return sum(count_lines(path) for path in expand_inputs(inputs))
-    except (OSError, EOFError, ClusterClipError):
+    except OSError:
         return None  # the real pass reports the problem with file and line
 
 

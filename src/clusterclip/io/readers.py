@@ -412,13 +412,19 @@ def count_lines(path: str | os.PathLike[str]) -> int:
     if path.name.endswith(".parquet"):
         pq = require_extra("pyarrow.parquet", "io")
         return int(pq.ParquetFile(path).metadata.num_rows)
-    if path.name.endswith(".zst"):
-        return sum(chunk.count(b"\n") for chunk in _zstd_chunks(path))
-    opener = gzip.open if path.name.endswith(".gz") else open
     count = 0
-    with opener(path, "rb") as handle:
-        while chunk := handle.read(1 << 24):
-            count += chunk.count(b"\n")
+    try:
+        if path.name.endswith(".zst"):
+            return sum(chunk.count(b"\n") for chunk in _zstd_chunks(path))
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            while chunk := handle.read(1 << 24):
+                count += chunk.count(b"\n")
+    except EOFError as error:
+        raise ClusterClipError(
+            f"{path} is truncated or corrupt after about {count} lines ({error}). "
+            "Re-create the file, or recover the readable part and pass that."
+        ) from error
     return count
 
 
