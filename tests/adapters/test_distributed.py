@@ -43,6 +43,7 @@ def _train(
     rank: int, labels: np.ndarray, texts: list[str], steps: int | None, consumed: int
 ) -> tuple[list[int], dict]:
     import torch.distributed as dist
+
     from clusterclip.adapters.torch import ClusterClipSampler
 
     sampler = ClusterClipSampler(labels, rank=rank, world_size=WORLD_SIZE, **POLICY)
@@ -91,6 +92,7 @@ def _worker(rank: int, init_file: str, out_dir: str, labels: np.ndarray, texts: 
 @pytest.mark.timeout(300)
 def test_two_gloo_ranks_read_the_global_schedule_and_resume(tmp_path):
     import torch.multiprocessing as mp
+
     from clusterclip.schedule import build_schedule
 
     records = kjv_records(step=97)
