@@ -9,10 +9,9 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
+from clusterclip._callable import make_module_callable
 from clusterclip.cluster.kmeans import KMeans, assign, assign_matrix, k_means
 
 __all__ = [
@@ -38,18 +37,4 @@ def __getattr__(name: str) -> Any:  # the stage and inspection need pyarrow; loa
     raise AttributeError(f"module 'clusterclip.cluster' has no attribute {name!r}")
 
 
-class _CallableModule(types.ModuleType):
-    """Lets ``clusterclip.cluster(workdir, ...)`` run the stage.
-
-    ``clusterclip.cluster`` is both this sub-package and the stage function of
-    the public API; importing the sub-package binds the module to that name, so
-    the module itself forwards calls to :func:`clusterclip.cluster.stage.cluster`.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from clusterclip.cluster.stage import cluster as run_stage
-
-        return run_stage(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_module_callable(__name__, "clusterclip.cluster.stage:cluster")

@@ -10,10 +10,7 @@ See docs/embed.md for the encoders, the file formats and resume semantics.
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any
-
+from clusterclip._callable import make_module_callable
 from clusterclip.embed.encoders import Encoder, EncoderSpec, get_encoder
 from clusterclip.embed.job import (
     DEFAULT_SHARD_SIZE,
@@ -39,17 +36,4 @@ __all__ = [
 ]
 
 
-class _CallableModule(types.ModuleType):
-    """Lets ``clusterclip.embed(...)`` work even after ``import clusterclip.embed``.
-
-    Importing the sub-package sets the attribute ``clusterclip.embed`` to this
-    module (Python always binds a sub-module on its parent), which would hide
-    the :func:`embed` function that ``clusterclip.__init__`` exposes lazily.
-    Making the module callable keeps both spellings working.
-    """
-
-    def __call__(self, inputs: Any, **options: Any) -> EmbedResult:
-        return embed(inputs, **options)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_module_callable(__name__, "clusterclip.embed.job:embed")
