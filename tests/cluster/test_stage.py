@@ -163,34 +163,6 @@ def test_cli_errors_exit_2_with_fix(tmp_path, capsys):
     assert "--engine ray" in capsys.readouterr().err
 
 
-def test_ray_engine_missing_module_is_a_clear_error(workdir):
-    import importlib.util
-
-    pytest.importorskip("ray")
-    try:
-        installed = importlib.util.find_spec("clusterclip.engines.ray_engine") is not None
-    except ModuleNotFoundError:  # no clusterclip.engines package at all
-        installed = False
-    if installed:
-        pytest.skip("the Ray engine is installed (tested with the engine itself)")
-    with pytest.raises(
-        ClusterClipError, match=r"engine='ray' needs clusterclip\.engines\.ray_engine"
-    ):
-        cluster(workdir, n_clusters=2, backend="numpy", engine="ray")
-
-
-def test_export_formats_of_other_modules_say_when_unavailable(workdir, tmp_path, capsys):
-    import importlib.util
-
-    if importlib.util.find_spec("clusterclip.adapters") is not None:
-        pytest.skip("clusterclip.adapters is installed")
-    code = main(
-        ["export", "--workdir", str(workdir), "--format", "megatron", "--out", str(tmp_path / "o")]
-    )
-    assert code == 2
-    assert "export format 'megatron' is unavailable" in capsys.readouterr().err
-
-
 def test_cli_help_has_examples(capsys):
     for command in ("cluster", "inspect", "export"):
         with pytest.raises(SystemExit):

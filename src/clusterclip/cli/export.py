@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +29,8 @@ def _cluster_folders(workdir: str, out: str, shard_size: int | None) -> dict[str
 
 
 def _ordered_jsonl(workdir: str, out: str, shard_size: int | None) -> Any:
-    module = _adapter("ordered-jsonl")
+    from clusterclip.adapters import export as module
+
     kwargs = {} if shard_size is None else {"shard_size": shard_size}
     return module.export_ordered_jsonl(workdir, out, **kwargs)
 
@@ -38,20 +38,9 @@ def _ordered_jsonl(workdir: str, out: str, shard_size: int | None) -> Any:
 def _megatron(workdir: str, out: str, shard_size: int | None) -> Any:
     if shard_size is not None:
         raise ClusterClipError("--shard-size does not apply to --format megatron. Drop it.")
-    return _adapter("megatron").export_sample_index(workdir, out)
+    from clusterclip.adapters.export import export_sample_index
 
-
-def _adapter(name: str) -> Any:
-    try:
-        return importlib.import_module("clusterclip.adapters.export")
-    except ModuleNotFoundError as error:
-        if error.name not in ("clusterclip.adapters", "clusterclip.adapters.export"):
-            raise
-        raise ClusterClipError(
-            f"export format {name!r} is unavailable in this installation "
-            f"(clusterclip.adapters.export is missing). Upgrade clusterclip, or use "
-            f"--format cluster-folders."
-        ) from error
+    return export_sample_index(workdir, out)
 
 
 #: Format name -> function(workdir, out, shard_size or None) -> summary.

@@ -131,16 +131,10 @@ def _assign_ray(
     options: Mapping[str, Any],
     progress: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
-    import importlib
 
     require_extra("ray", "ray")
-    try:
-        ray_engine = importlib.import_module("clusterclip.engines.ray_engine")
-    except ModuleNotFoundError as error:
-        raise ClusterClipError(
-            "engine='ray' needs clusterclip.engines.ray_engine, which this installation lacks "
-            f"({error}). Upgrade clusterclip (pip install -U 'clusterclip[ray]') or use engine='local'."
-        ) from error
+    from clusterclip.engines import ray_engine
+
     return ray_engine.assign_ray(
         embeddings.paths,
         centroids,
