@@ -15,13 +15,14 @@ tokens: they measure the training cost of a document, not what the encoder saw.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +49,24 @@ TFIDF_FEATURES = 1 << 16
 TFIDF_DIM = 256
 TFIDF_SAMPLE = 20_000
 STATIC_PCA_DIMS = 256
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Hide transformers' per-load weight report and bar (e.g. an unused
+    ``position_ids`` buffer in all-MiniLM-L6-v2); errors still surface."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bar_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar_enabled:
+            hf_logging.enable_progress_bar()
 
 
 class Encoder(Protocol):
@@ -231,9 +250,10 @@ class SentenceTransformerEncoder:
                 precision = "float32"
         self.precision = precision
         try:
-            model = st.SentenceTransformer(
-                self.path, device=device, trust_remote_code=spec.trust_remote_code
-            )
+            with _quiet_transformers():
+                model = st.SentenceTransformer(
+                    self.path, device=device, trust_remote_code=spec.trust_remote_code
+                )
         except Exception as error:  # hub/network/remote-code errors come in many types
             hint = (
                 " If the model ships its own code, pass --trust-remote-code (only for models "
