@@ -14,8 +14,9 @@ Backends
     :func:`clusterclip.cluster.blas.import_faiss` fixed the OpenBLAS core type;
     on every GPU when a faiss GPU build sees one (not tested here: no GPU).
 ``torch-bf16``
-    bf16 matrix product (AMX tiles on Sapphire Rapids and later) with an fp32
-    arg-max; the cosine reported for the chosen centroid is recomputed in fp32.
+    bf16 matrix product (AMX tiles on Sapphire Rapids and later) in cache-sized
+    row blocks with a two-level arg-max (:class:`TorchBackend`); the cosine
+    reported for the chosen centroid is recomputed in fp32.
     Near-ties (|difference| below bf16 resolution, ~4e-3) may pick the other
     centroid; on real and synthetic data the final objective equals fp32 to 1e-4
     (``benchmarks/bench_kmeans.py``).
@@ -48,6 +49,10 @@ BACKENDS = ("auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
 
 #: Bytes of scores held at once by the blocked products (bounds memory).
 _SCORE_BLOCK_BYTES = 64 << 20
+#: The torch backends keep each block of scores this small, so it stays in cache.
+_ARGMAX_BLOCK_BYTES = 8 << 20
+#: Column groups of the torch two-level arg-max (used from 16 * this many centroids).
+_ARGMAX_GROUPS = 16
 
 
 def _block_rows(n_centroids: int, itemsize: int = 4) -> int:
@@ -122,9 +127,8 @@ class Backend:
     ) -> np.ndarray:
         """Sum of the rows of each cluster, float32 ``(K, d)``.
 
-        One sparse one-hot product, single-threaded (scipy) for every backend:
-        on a busy 2-core machine it beat torch's ``index_add_`` 2-3x, whose
-        parallel regions wait for both cores.
+        One sparse one-hot product, single-threaded (scipy); the torch backends
+        override it with ``index_add_``.
         """
         sparse = require_extra("scipy.sparse", "cluster")
         n = len(labels)
@@ -160,6 +164,20 @@ class FaissBackend(Backend):
 
 
 class TorchBackend(Backend):
+    """bf16 or fp32 products on torch, with a blocked two-level arg-max.
+
+    ``torch.max(dim=1)`` on a wide score block runs an index-tracking
+    reduction that costs as much as the product itself, and a block of 64 MiB
+    of scores spills every cache. So the rows go through in blocks whose
+    scores fit in a few MiB, and the arg-max is taken in two steps: the
+    ``K`` columns are viewed as ``groups x width``; a vectorised ``amax``
+    across the groups gives the best column offset per row, and only the
+    ``groups`` candidates at that offset go through an index-tracking max.
+    (``benchmarks/bench_kmeans.py``: about the time of the bare product.)
+    Ties between equal scores are broken deterministically (not always
+    towards the lowest index).
+    """
+
     def __init__(self, precision: str) -> None:
         self.torch = require_extra("torch", "torch")
         self.precision = precision
@@ -177,19 +195,50 @@ class TorchBackend(Backend):
         torch = self.torch
         if isinstance(prepared, np.ndarray):
             prepared = self.prepare(prepared)
+        n_centroids = len(centroids)
+        groups = _ARGMAX_GROUPS if n_centroids >= 16 * _ARGMAX_GROUPS else 1
+        width = -(-n_centroids // groups)
+        # Pad to groups * width columns with copies of centroid 0 (mapped back below).
+        padded = np.concatenate(
+            [centroids, np.repeat(centroids[:1], groups * width - n_centroids, axis=0)]
+        )
+        transposed = torch.from_numpy(np.ascontiguousarray(padded, dtype=np.float32))
+        transposed = transposed.to(self.dtype).T.contiguous()
         n = prepared.shape[0]
         labels = torch.empty(n, dtype=torch.int64)
         scores = torch.empty(n, dtype=torch.float32)
-        transposed = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32))
-        transposed = transposed.to(self.dtype).T.contiguous()
-        step = _block_rows(len(centroids), 2 if self.precision == "bf16" else 4)
+        itemsize = 2 if self.precision == "bf16" else 4
+        step = min(65536, max(256, _ARGMAX_BLOCK_BYTES // (groups * width * itemsize)))
         with torch.inference_mode():
             for start in range(0, n, step):
                 block = torch.mm(prepared[start : start + step], transposed)
-                best, where = block.max(dim=1)
-                labels[start : start + step] = where
-                scores[start : start + step] = best.float()
-        return labels.numpy(), scores.numpy()
+                rows = block.shape[0]
+                if groups == 1:
+                    best, where = block.max(dim=1)
+                else:
+                    grid = block.view(rows, groups, width)
+                    column = grid.amax(dim=1).argmax(dim=1)
+                    candidates = grid.gather(2, column.view(rows, 1, 1).expand(rows, groups, 1))
+                    best, group = candidates.squeeze(2).max(dim=1)
+                    where = group * width + column
+                labels[start : start + rows] = where
+                scores[start : start + rows] = best.float()
+        labels = labels.numpy()
+        labels[labels >= n_centroids] = 0
+        return labels, scores.numpy()
+
+    def centroid_sums(
+        self, prepared: Any, X: np.ndarray, labels: np.ndarray, n_clusters: int
+    ) -> np.ndarray:
+        """``index_add_`` of the fp32 rows: multi-threaded over the columns, rows in
+        order (so deterministic), ~3x the scipy product on an idle machine."""
+        torch = self.torch
+        rows = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        index = torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64))
+        with torch.inference_mode():
+            sums = torch.zeros((n_clusters, rows.shape[1]), dtype=torch.float32)
+            sums.index_add_(0, index, rows)
+        return sums.numpy()
 
 
 @functools.cache

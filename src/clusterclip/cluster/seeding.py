@@ -45,6 +45,28 @@ def _pick(rng: np.random.Generator, weights: np.ndarray) -> int:
     )
 
 
+def _pool_products(X: np.ndarray):
+    """``rows -> X[rows] @ X.T`` as float32 numpy, on torch when it is installed.
+
+    Each k-means++ step multiplies a few candidate rows by the whole pool: a
+    thin product that oneDNN (torch) runs ~6x faster than numpy's OpenBLAS
+    here, given a contiguous transposed pool.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is in every extra that clusters
+        transposed = np.ascontiguousarray(X.T, dtype=np.float32)
+        return lambda rows: X[rows] @ transposed
+    pool = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+    transposed_pool = pool.T.contiguous()
+
+    def products(rows: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return torch.mm(pool[torch.from_numpy(rows)], transposed_pool).numpy()
+
+    return products
+
+
 def kmeans_plusplus(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, n_local_trials: int | None = None
 ) -> np.ndarray:
@@ -59,6 +81,7 @@ def kmeans_plusplus(
     [0, 1, 2]
     """
     n = len(X)
+    products = _pool_products(X)
     trials = n_local_trials or 2 + int(np.log(n_clusters))
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
@@ -70,7 +93,7 @@ def kmeans_plusplus(
             candidates = np.minimum(np.searchsorted(cumulative, draws, side="right"), n - 1)
         else:  # every row coincides with a centre: any row will do
             candidates = rng.integers(n, size=trials)
-        updated = np.minimum(distance[None, :], np.maximum(1.0 - X[candidates] @ X.T, 0.0))
+        updated = np.minimum(distance[None, :], np.maximum(1.0 - products(candidates), 0.0))
         best = int(np.argmin(updated.sum(axis=1, dtype=np.float64)))
         chosen[step] = candidates[best]
         distance = updated[best]
@@ -136,16 +159,15 @@ def seed_centroids(
     >>> C.shape, info["init"]
     ((2, 3), 'random')
     """
-    try:  # the seeding is many small products: one BLAS thread is faster than several
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        import contextlib
-
-        limits = contextlib.nullcontext()
-    else:
-        limits = threadpool_limits(1)
-    with limits:
-        return _seed(X, n_clusters, init, rng)
+    if init == "afk-mc2":  # many tiny products: one BLAS thread is faster than several
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover
+            pass
+        else:
+            with threadpool_limits(1):
+                return _seed(X, n_clusters, init, rng)
+    return _seed(X, n_clusters, init, rng)
 
 
 def _seed(
