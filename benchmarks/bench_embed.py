@@ -21,6 +21,8 @@ run:
 Usage::
 
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py [--quick]
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --paired 8   # transformer ratio only
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --batching   # batch shapes
 """
 
 from __future__ import annotations
@@ -194,6 +196,52 @@ def paired_transformer(n_docs: int, rounds: int) -> None:
     )
 
 
+def batching_sweep(n_docs: int, rounds: int = 3) -> None:
+    """docs/s of our transformer encoder under fixed-size and token-budget batches.
+
+    Same encoder object, same documents (~100-token KJV chunks and BBC
+    articles), in one process; each round runs every setting in a rotated
+    order (the load drifts on a shared machine) and the median over rounds is
+    reported with its ratio to fixed batches of 32 texts. bf16 sweeps every
+    setting, fp32 only the two that matter. Picks ``CPU_BATCH_TOKENS``.
+    """
+    from clusterclip.embed.encoders import EncoderSpec
+
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    articles, _ = bbc_articles(n_docs // 5 + 1)
+    corpora = {
+        "~100-token KJV chunks": chunks[:: len(chunks) // n_docs][:n_docs],
+        "BBC articles (256-token cap)": articles[:n_docs],
+    }
+    sweeps = {
+        "bfloat16": [("fixed", 16), ("fixed", 32), ("fixed", 64)]
+        + [("tokens", budget) for budget in (2048, 4096, 8192)],
+        "float32": [("fixed", 32), ("tokens", 4096)],
+    }
+    for precision, settings in sweeps.items():
+        encoder = EncoderSpec(device="cpu", precision=precision).build()
+        for corpus, texts in corpora.items():
+            encoder.encode(texts[:16])
+            speed: dict[tuple[str, int], list[float]] = {setting: [] for setting in settings}
+            for round_ in range(rounds):
+                shift = round_ % len(settings)
+                for kind, value in settings[shift:] + settings[:shift]:
+                    encoder.batch_size, encoder.batch_tokens = (
+                        (value, None) if kind == "fixed" else (None, value)
+                    )
+                    start = time.perf_counter()
+                    encoder.encode(texts)
+                    speed[(kind, value)].append(len(texts) / (time.perf_counter() - start))
+            median = {setting: float(np.median(values)) for setting, values in speed.items()}
+            base = median[("fixed", 32)]
+            cells = "  ".join(
+                f"{kind} {value}: {docs:.1f} ({docs / base:.2f}x)"
+                for (kind, value), docs in median.items()
+            )
+            print(f"{precision} {corpus} ({len(texts)} docs), median docs/s: {cells}", flush=True)
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -237,6 +285,10 @@ def main() -> None:
         "--paired", type=int, metavar="ROUNDS", default=None,
         help="only run the alternating transformer comparison, this many rounds",
     )  # fmt: skip
+    parser.add_argument(
+        "--batching", action="store_true",
+        help="only sweep the transformer's batch shapes (fixed texts vs token budgets)",
+    )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -244,6 +296,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.case:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
+        return
+    if args.batching:
+        batching_sweep(96 if args.quick else 384)
         return
     if args.paired:
         paired_transformer(96 if args.quick else 192, args.paired)

@@ -7,7 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clusterclip.embed.encoders import EncoderSpec, cpu_supports_bfloat16, fit_tfidf
+from clusterclip.embed.encoders import (
+    CPU_BATCH_TOKENS,
+    EncoderSpec,
+    cpu_supports_bfloat16,
+    fit_tfidf,
+)
 from clusterclip.errors import ClusterClipError
 
 
@@ -85,6 +90,28 @@ def test_sentence_transformer_encoder(labelled):
     assert described["model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert described["precision"] == ("bfloat16" if cpu_supports_bfloat16() else "float32")
     assert list(encoder.count_tokens(["In the beginning God created"])) == [5]
+
+
+def test_cpu_batches_hold_a_token_budget(labelled):
+    pytest.importorskip("sentence_transformers")
+    texts = labelled[0][::3]
+    encoder = EncoderSpec(device="cpu").build()
+    assert (encoder.batch_size, encoder.batch_tokens) == (None, CPU_BATCH_TOKENS)
+    encoder.batch_tokens = 256  # small, so these verses need many batches of unequal sizes
+    batches = encoder.batches(texts)
+    rows = np.concatenate(batches)
+    assert sorted(rows.tolist()) == list(range(len(texts)))  # every text exactly once
+    padded = np.minimum(encoder.count_tokens(texts) + 2, encoder.model.max_seq_length)
+    assert list(padded[rows]) == sorted(padded, reverse=True)  # longest first
+    sizes = {len(batch) for batch in batches}
+    assert len(sizes) > 1
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * padded[batch].max() <= 256
+    budgeted = encoder.encode(texts)
+    encoder.batch_size, encoder.batch_tokens = 7, None  # an explicit batch size: 7 texts each
+    assert [len(batch) for batch in encoder.batches(texts)][:-1] == [7] * (len(texts) // 7)
+    fixed = encoder.encode(texts)
+    assert (budgeted * fixed).sum(axis=1).min() > 0.999
 
 
 @pytest.mark.skipif(not cpu_supports_bfloat16(), reason="CPU has no native bfloat16")

@@ -56,7 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--id-field", default=None, help="record field holding the id (default: id if present)"
     )
-    parser.add_argument("--batch-size", type=_positive_int, default=None, help="texts per batch")
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help="texts per batch (default: 4,096 padded tokens per batch on CPU, 128 texts on GPU)",
+    )
     parser.add_argument(
         "--max-length", type=_positive_int, default=None, help="truncate texts to N tokens"
     )

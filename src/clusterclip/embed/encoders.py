@@ -49,6 +49,10 @@ TFIDF_FEATURES = 1 << 16
 TFIDF_DIM = 256
 TFIDF_SAMPLE = 20_000
 STATIC_PCA_DIMS = 256
+#: Padded tokens per forward pass on CPU (``benchmarks/bench_embed.py --batching``:
+#: as fast as the best fixed batch size on short and on long texts, unlike any one size).
+CPU_BATCH_TOKENS = 4096
+_MAX_BATCH_TEXTS = 512
 
 
 @contextlib.contextmanager
@@ -97,7 +101,8 @@ class EncoderSpec:
     max_length : int, optional
         Truncate texts to this many tokens when encoding (model default if ``None``).
     batch_size : int, optional
-        Texts per forward pass (``None``: 128 on GPU, 64 on CPU in bfloat16, else 32).
+        Texts per forward pass. ``None``: 128 on GPU; on CPU, batches of about
+        ``CPU_BATCH_TOKENS`` padded tokens (many short texts or a few long ones).
     device : str
         ``"auto"`` (CUDA if available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
     trust_remote_code : bool
@@ -274,20 +279,34 @@ class SentenceTransformerEncoder:
             model.get_sentence_embedding_dimension
         )
         self.dim = int(getter())
-        # bf16 matmuls on AMX want larger batches: 64 gave ~1.3x the docs/s of 32 here
-        default_batch = 128 if device.startswith("cuda") else 64 if precision == "bfloat16" else 32
-        self.batch_size = spec.batch_size or default_batch
+        # On CPU, batches hold a fixed budget of padded tokens rather than a fixed
+        # number of texts: little padding and activations that stay in cache.
+        self.batch_size = spec.batch_size or (128 if device.startswith("cuda") else None)
+        self.batch_tokens = None if self.batch_size else CPU_BATCH_TOKENS
         self._count = _tokenizer_counter(model.tokenizer.backend_tokenizer)
         # sentence-transformers >= 6 renamed `tokenize` to `preprocess`
         self._preprocess = getattr(model, "preprocess", None) or model.tokenize
 
+    def batches(self, texts: list[str]) -> list[np.ndarray]:
+        """Row numbers of each forward pass: texts sorted longest first, cut into
+        ``batch_size`` texts or, by default on CPU, ``batch_tokens`` padded tokens."""
+        limit = int(self.model.max_seq_length or 512)
+        lengths = np.minimum(self._count(texts) + 2, limit)  # + [CLS]/[SEP]-like specials
+        order = np.argsort(-lengths, kind="stable")
+        if self.batch_tokens is None:
+            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        cuts, start = [], 0
+        while start < len(order):
+            rows = max(1, min(_MAX_BATCH_TEXTS, self.batch_tokens // max(1, lengths[order[start]])))
+            cuts.append(order[start : start + rows])
+            start += rows
+        return cuts
+
     def encode(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = np.argsort([-len(text) for text in texts], kind="stable")
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                rows = order[start : start + self.batch_size]
+            for rows in self.batches(texts):
                 features = self._preprocess([texts[i] for i in rows])
                 features = {
                     key: value.to(self.device) if hasattr(value, "to") else value
@@ -311,6 +330,7 @@ class SentenceTransformerEncoder:
             "precision": self.precision,
             "max_length": int(self.model.max_seq_length),
             "batch_size": self.batch_size,
+            "batch_tokens": self.batch_tokens,
             "pooling": "as configured by the model (mean for plain HF models)",
             "normalized": True,
             "tokenizer": self.spec.model_id(),
