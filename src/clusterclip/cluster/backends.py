@@ -196,8 +196,10 @@ class TorchBackend(Backend):
         if isinstance(prepared, np.ndarray):
             prepared = self.prepare(prepared)
         n_centroids = len(centroids)
-        groups = _ARGMAX_GROUPS if n_centroids >= 16 * _ARGMAX_GROUPS else 1
-        width = -(-n_centroids // groups)
+        groups, width = 1, n_centroids
+        if n_centroids >= 16 * _ARGMAX_GROUPS:  # width: a whole number of 64-byte vectors
+            width = -(-n_centroids // (_ARGMAX_GROUPS * 32)) * 32
+            groups = -(-n_centroids // width)
         # Pad to groups * width columns with copies of centroid 0 (mapped back below).
         padded = np.concatenate(
             [centroids, np.repeat(centroids[:1], groups * width - n_centroids, axis=0)]

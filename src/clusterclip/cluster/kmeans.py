@@ -86,8 +86,10 @@ def check_finite(block: np.ndarray, rows: np.ndarray, name: str = "X") -> None:
 def _normalise(block: np.ndarray, rows: np.ndarray, *, allow_zero: bool) -> np.ndarray:
     """float32 unit rows; zero rows raise (or stay zero when ``allow_zero``)."""
     block = np.array(block, dtype=np.float32)
-    check_finite(block, rows)
     norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+    if not np.isfinite(norms).all():  # NaN/inf rows, or squares overflowing float32
+        check_finite(block, rows)
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64)).astype(np.float32)
     zero = norms == 0
     if zero.any() and not allow_zero:
         raise invalid(
