@@ -3,8 +3,8 @@
 Every backend answers one question for a block of unit rows ``X`` (n, d) and unit
 centroids ``C`` (K, d): the index of the most similar centroid and the cosine to
 it. The Lloyd loop in :mod:`clusterclip.cluster.kmeans` is written once against
-this protocol (``prepare`` once per fit, ``top1`` per iteration, ``centroid_sums``
-for the M-step), so all backends share the seeding, empty-cluster splitting and
+this protocol (``prepare`` once per fit, ``assign_and_sum`` per iteration: the
+E-step's ``top1`` and the M-step's ``centroid_sums``), so all backends share the seeding, empty-cluster splitting and
 statistics.
 
 Backends
@@ -128,7 +128,7 @@ class Backend:
         """Sum of the rows of each cluster, float32 ``(K, d)``.
 
         One sparse one-hot product, single-threaded (scipy); the torch backends
-        override it with ``index_add_``.
+        fuse it into the E-step instead (:meth:`assign_and_sum`).
         """
         sparse = require_extra("scipy.sparse", "cluster")
         n = len(labels)
@@ -136,6 +136,13 @@ class Backend:
             (np.ones(n, dtype=np.float32), (labels, np.arange(n))), shape=(n_clusters, n)
         )
         return np.asarray(onehot @ X, dtype=np.float32)
+
+    def assign_and_sum(
+        self, prepared: Any, X: np.ndarray, centroids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One Lloyd pass: ``top1`` labels and scores, and the M-step's ``centroid_sums``."""
+        labels, scores = self.top1(prepared, centroids)
+        return labels, scores, self.centroid_sums(prepared, X, labels, len(centroids))
 
     @property
     def exact_scores(self) -> bool:
@@ -192,6 +199,20 @@ class TorchBackend(Backend):
         return self.torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).to(self.dtype)
 
     def top1(self, prepared: Any, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        labels, scores, _ = self._blocked(prepared, centroids, None)
+        return labels, scores
+
+    def assign_and_sum(
+        self, prepared: Any, X: np.ndarray, centroids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fused: each block's rows are added to their centroid's sum right after
+        its arg-max, while they are still in cache (``index_add_``, rows in order,
+        so deterministic)."""
+        return self._blocked(prepared, centroids, np.ascontiguousarray(X, dtype=np.float32))
+
+    def _blocked(
+        self, prepared: Any, centroids: np.ndarray, rows_fp32: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         torch = self.torch
         if isinstance(prepared, np.ndarray):
             prepared = self.prepare(prepared)
@@ -200,47 +221,42 @@ class TorchBackend(Backend):
         if n_centroids >= 16 * _ARGMAX_GROUPS:  # width: a whole number of 64-byte vectors
             width = -(-n_centroids // (_ARGMAX_GROUPS * 32)) * 32
             groups = -(-n_centroids // width)
-        # Pad to groups * width columns with copies of centroid 0 (mapped back below).
-        padded = np.concatenate(
-            [centroids, np.repeat(centroids[:1], groups * width - n_centroids, axis=0)]
-        )
+        # Pad to groups * width columns with copies of centroid 0 (mapped back to 0).
+        padding = groups * width - n_centroids
+        padded = np.concatenate([centroids, np.repeat(centroids[:1], padding, axis=0)])
         transposed = torch.from_numpy(np.ascontiguousarray(padded, dtype=np.float32))
         transposed = transposed.to(self.dtype).T.contiguous()
         n = prepared.shape[0]
         labels = torch.empty(n, dtype=torch.int64)
         scores = torch.empty(n, dtype=torch.float32)
+        sums = None
+        if rows_fp32 is not None:
+            source = torch.from_numpy(rows_fp32)
+            sums = torch.zeros((n_centroids, source.shape[1]), dtype=torch.float32)
         itemsize = 2 if self.precision == "bf16" else 4
         step = min(65536, max(256, _ARGMAX_BLOCK_BYTES // (groups * width * itemsize)))
+        # Reused output buffers: a fresh multi-MiB tensor per block is page-faulted in.
+        buffer = torch.empty((min(step, n), groups * width), dtype=self.dtype)
+        column_max = torch.empty((min(step, n), width), dtype=self.dtype)
         with torch.inference_mode():
             for start in range(0, n, step):
-                block = torch.mm(prepared[start : start + step], transposed)
-                rows = block.shape[0]
+                rows = min(step, n - start)
+                block = torch.mm(prepared[start : start + rows], transposed, out=buffer[:rows])
                 if groups == 1:
                     best, where = block.max(dim=1)
                 else:
                     grid = block.view(rows, groups, width)
-                    column = grid.amax(dim=1).argmax(dim=1)
+                    column = torch.amax(grid, dim=1, out=column_max[:rows]).argmax(dim=1)
                     candidates = grid.gather(2, column.view(rows, 1, 1).expand(rows, groups, 1))
                     best, group = candidates.squeeze(2).max(dim=1)
                     where = group * width + column
+                    if padding:
+                        where = where.masked_fill(where >= n_centroids, 0)
                 labels[start : start + rows] = where
                 scores[start : start + rows] = best.float()
-        labels = labels.numpy()
-        labels[labels >= n_centroids] = 0
-        return labels, scores.numpy()
-
-    def centroid_sums(
-        self, prepared: Any, X: np.ndarray, labels: np.ndarray, n_clusters: int
-    ) -> np.ndarray:
-        """``index_add_`` of the fp32 rows: multi-threaded over the columns, rows in
-        order (so deterministic), ~3x the scipy product on an idle machine."""
-        torch = self.torch
-        rows = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
-        index = torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64))
-        with torch.inference_mode():
-            sums = torch.zeros((n_clusters, rows.shape[1]), dtype=torch.float32)
-            sums.index_add_(0, index, rows)
-        return sums.numpy()
+                if sums is not None:
+                    sums.index_add_(0, where, source[start : start + rows])
+        return labels.numpy(), scores.numpy(), None if sums is None else sums.numpy()
 
 
 @functools.cache

@@ -441,9 +441,8 @@ class KMeans:
         )
         for iteration in range(int(self.n_iter)):
             tick = time.perf_counter()
-            labels, scores = engine.top1(prepared, centroids)
+            labels, scores, sums = engine.assign_and_sum(prepared, sample, centroids)
             counts = np.bincount(labels, minlength=k)
-            sums = engine.centroid_sums(prepared, sample, labels, k)
             centroids, n_split = _update_centroids(sums, counts, split_rng)
             stats.append(
                 {
