@@ -4,8 +4,8 @@ Every backend answers one question for a block of unit rows ``X`` (n, d) and uni
 centroids ``C`` (K, d): the index of the most similar centroid and the cosine to
 it. The Lloyd loop in :mod:`clusterclip.cluster.kmeans` is written once against
 this protocol (``prepare`` once per fit, ``assign_and_sum`` per iteration: the
-E-step's ``top1`` and the M-step's ``centroid_sums``), so all backends share the seeding, empty-cluster splitting and
-statistics.
+E-step's ``top1`` and the M-step's ``centroid_sums``), so all backends share the
+seeding, empty-cluster splitting and statistics.
 
 Backends
 --------
