@@ -16,8 +16,8 @@ DESCRIPTION = (
     "example of what ClusterClip does to an imbalanced corpus. A rerun skips finished stages.\n"
     "\n"
     "By default the demo embeds 10,000 verses spread evenly over all 66 books with\n"
-    "all-MiniLM-L6-v2: about 45 s on 2 idle CPU cores with AMX-BF16 (measured: 71\n"
-    "CPU-seconds; slower CPUs without bfloat16 take a few minutes). `--sample all` embeds\n"
+    "all-MiniLM-L6-v2: about 20 s on 2 idle CPU cores with AMX-BF16 (measured: 17 s,\n"
+    "25 CPU-seconds; slower CPUs without bfloat16 take a few minutes). `--sample all` embeds\n"
     "all 31,102 verses (about 3x the embedding work; use --device cuda on a GPU);\n"
     "`--encoder tfidf` is fast on any size."
 )
