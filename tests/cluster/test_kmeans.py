@@ -121,6 +121,36 @@ def test_backends_agree_on_separated_data(mixture, backend):
         assert nmi(reference.labels_, km.labels_) > 0.99
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("n_centroids", [255, 256, 1000, 2000])
+def test_torch_two_level_argmax_and_fused_sums(n_centroids, precision):
+    """Many centroids take the blocked two-level arg-max, with padding columns
+    (copies of centroid 0) when K is not a multiple of the group width."""
+    pytest.importorskip("torch")
+    from clusterclip.cluster.backends import get_backend
+
+    rng = np.random.default_rng(n_centroids)
+    C = rng.standard_normal((n_centroids, 48)).astype(np.float32)
+    C /= np.linalg.norm(C, axis=1, keepdims=True)
+    X = rng.standard_normal((3000, 48)).astype(np.float32)
+    X[:5] = C[0]  # best centroid 0: the padding copies tie with it and must map back to 0
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    engine = get_backend(f"torch-{precision}")
+    labels, scores, sums = engine.assign_and_sum(engine.prepare(X), X, C)
+    assert labels.min() >= 0 and labels.max() < n_centroids
+    assert (labels[:5] == 0).all()
+    exact = X.astype(np.float64) @ C.T.astype(np.float64)
+    gap = exact.max(axis=1) - exact[np.arange(len(X)), labels]
+    # fp32 picks the true maximum; bf16 may pick a centroid within its resolution
+    assert gap.max() <= (1e-5 if precision == "fp32" else 1e-2)
+    if precision == "fp32":
+        assert np.mean(labels == exact.argmax(axis=1)) > 0.999
+    reference = np.zeros((n_centroids, 48))
+    np.add.at(reference, labels, X.astype(np.float64))
+    np.testing.assert_allclose(sums, reference, atol=1e-4)
+    assert np.array_equal(engine.top1(engine.prepare(X), C)[0], labels)  # same without sums
+
+
 def test_predict_streams_in_batches_and_matches_assign(mixture):
     X, _ = mixture
     km = KMeans(12, seed=0, backend="numpy", batch_size=128).fit(X)
