@@ -180,7 +180,8 @@ class TorchBackend(Backend):
     ``K`` columns are viewed as ``groups x width``; a vectorised ``amax``
     across the groups gives the best column offset per row, and only the
     ``groups`` candidates at that offset go through an index-tracking max.
-    (``benchmarks/bench_kmeans.py``: about the time of the bare product.)
+    (``benchmarks/bench_kmeans.py``, 200k x 1024: a bf16 Lloyd iteration in
+    ~0.35x the fp32 product and ~3x the bf16 one; fp32 in ~1.25x its product.)
     Ties between equal scores are broken deterministically (not always
     towards the lowest index).
     """
