@@ -41,7 +41,7 @@ def result(corpus, tmp_path_factory):
     return workdir, clusterclip.embed(corpus, workdir=workdir, encoder="tfidf", shard_size=64)
 
 
-def test_index_and_rejects_account_for_every_record(result, corpus):
+def test_index_and_rejects_account_for_every_record(result, corpus, verses):
     workdir, out = result
     documents = out.documents.to_pydict()
     assert out.documents.column_names == [
@@ -63,6 +63,12 @@ def test_index_and_rejects_account_for_every_record(result, corpus):
     status = np.array(documents["status"])
     tokens = np.array(documents["n_tokens"])
     assert (tokens[status == "ok"] > 0).all() and (tokens[status != "ok"] == 0).all()
+    # counted where the encoder ran, in shards of 64, yet row for row the encoder's count
+    from clusterclip.embed.encoders import EncoderSpec
+
+    counter = EncoderSpec(encoder="tfidf", state_dir=str(workdir)).build()
+    first = [v["text"] for v in verses[:200]]
+    assert tokens[:200].tolist() == counter.count_tokens(first).tolist()
     assert documents["id"][0] == "Genesis 1:1" and documents["line"][200] == 1
 
 

@@ -83,7 +83,8 @@ STATE_DIR = ".embed-state"
 IDENTITY_KEYS = ("inputs", "text_field", "id_field", "encoder", "model", "max_length", "shard_size")
 
 ShardIter = Iterator[tuple[int, list[str]]]
-Executor = Callable[..., Iterator[tuple[int, np.ndarray]]]
+#: Yields ``(shard id, float16 embeddings, int64 token counts)`` in shard order.
+Executor = Callable[..., Iterator[tuple[int, np.ndarray, np.ndarray]]]
 
 #: engine name -> (module, function, pip extra)
 ENGINES: dict[str, tuple[str, str, str | None]] = {
@@ -114,23 +115,33 @@ class EmbedResult:
 # --------------------------------------------------------------------------- work
 
 
-def embed_shard(encoder: Any, texts: list[str]) -> np.ndarray:
-    """Embed one shard's texts: float16 ``(len(texts), dim)``, unit rows.
+def embed_shard(encoder: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Embed one shard's texts and count their tokens, where the encoder runs.
+
+    Returns float16 ``(len(texts), dim)`` unit rows and int64 ``(len(texts),)``
+    token counts (``n_tokens`` of ``documents.parquet``). Counting here rather
+    than on the driver keeps the driver from tokenising the whole corpus alone
+    while Ray workers wait.
 
     >>> from clusterclip.embed.encoders import EncoderSpec
-    >>> embed_shard(EncoderSpec(encoder="static").build(), ["a verse"]).dtype  # doctest: +SKIP
-    dtype('float16')
+    >>> vectors, tokens = embed_shard(EncoderSpec(encoder="static").build(), ["a verse"])  # doctest: +SKIP
+    >>> vectors.dtype, tokens.tolist()  # doctest: +SKIP
+    (dtype('float16'), [2])
     """
     if not texts:
-        return np.zeros((0, encoder.dim), dtype=np.float16)
-    return np.asarray(encoder.encode(texts), dtype=np.float32).astype(np.float16)
+        return np.zeros((0, encoder.dim), dtype=np.float16), np.zeros(0, dtype=np.int64)
+    tokens = np.asarray(encoder.count_tokens(texts), dtype=np.int64)
+    vectors = np.asarray(encoder.encode(texts), dtype=np.float32).astype(np.float16)
+    return vectors, tokens
 
 
-def run_shards_local(spec: EncoderSpec, shard_iter: ShardIter) -> Iterator[tuple[int, np.ndarray]]:
+def run_shards_local(
+    spec: EncoderSpec, shard_iter: ShardIter
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The in-process executor: embed shards one after the other, in order."""
     encoder = get_encoder(spec)
     for shard_id, texts in shard_iter:
-        yield shard_id, embed_shard(encoder, texts)
+        yield shard_id, *embed_shard(encoder, texts)
 
 
 def _executor(engine: str) -> Executor:
@@ -358,7 +369,9 @@ def embed(
 
     # -- plan / work / write --
     stream = iter_records(inputs, text_field=text_field, id_field=id_field, strict=strict)
-    pending: dict[int, tuple[np.ndarray, int]] = {}  # shard -> (ok positions, rows)
+    # shard -> (its index rows, ok positions): the index fragment is written when
+    # the shard's token counts come back with its embeddings
+    pending: dict[int, tuple[IndexRows, np.ndarray]] = {}
     stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
 
     def shard_iter() -> ShardIter:
@@ -370,9 +383,7 @@ def embed(
                 stats["resumed"] += 1
                 bar.update(len(rows))
                 return None
-            rows.set_tokens(ok_positions, local.count_tokens(texts))
-            write_fragment(plan.fragment(shard), rows)
-            pending[shard] = (np.asarray(ok_positions, dtype=np.int64), len(rows))
+            pending[shard] = (rows, np.asarray(ok_positions, dtype=np.int64))
             return shard, texts
 
         for record in stream:
@@ -393,13 +404,17 @@ def embed(
     plan.parts.mkdir(parents=True, exist_ok=True)
     total = _count_records(inputs) if progress_enabled() else None
     with progress_bar(total=total, desc="embed", unit="doc") as bar:
-        for shard, vectors in executor(spec, shard_iter(), **(engine_options or {})):
-            positions, n_rows = pending.pop(shard)
-            if vectors.shape != (len(positions), dim):
+        for shard, vectors, tokens in executor(spec, shard_iter(), **(engine_options or {})):
+            rows, positions = pending.pop(shard)
+            n_rows = len(rows)
+            if vectors.shape != (len(positions), dim) or tokens.shape != (len(positions),):
                 raise ClusterClipError(
-                    f"shard {shard}: the executor returned shape {vectors.shape}, "
-                    f"expected {(len(positions), dim)}."
+                    f"shard {shard}: the executor returned shapes {vectors.shape} and "
+                    f"{tokens.shape}, expected {(len(positions), dim)} and {(len(positions),)}."
                 )
+            # The fragment first, the part last: a shard is finished when both exist.
+            rows.set_tokens(positions, tokens)
+            write_fragment(plan.fragment(shard), rows)
             part = np.zeros((n_rows, dim), dtype=np.float16)
             part[positions] = vectors
             with atomic_path(plan.part(shard)) as tmp, open(tmp, "wb") as handle:

@@ -341,15 +341,16 @@ class _EmbedWorker:
         self.done = 0
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        ids, arrays = [], []
+        ids, arrays, counts = [], [], []
         for shard_id, texts in zip(batch["shard_id"], batch["texts"], strict=True):
             self.hooks.before_item(self.done)
             # The very function the local executor runs, on the same texts.
-            rows = self.embed_shard(self.encoder, [str(text) for text in texts])
+            rows, tokens = self.embed_shard(self.encoder, [str(text) for text in texts])
             arrays.append(np.ascontiguousarray(rows, dtype=np.float16))
+            counts.append(np.asarray(tokens, dtype=np.int64))
             ids.append(int(shard_id))
             self.done += 1
-        return {"shard_id": np.asarray(ids, dtype=np.int64), "embeddings": arrays}
+        return {"shard_id": np.asarray(ids, dtype=np.int64), "embeddings": arrays, "tokens": counts}
 
 
 def run_shards_ray(
@@ -362,8 +363,8 @@ def run_shards_ray(
     num_cpus_per_worker: float = 1.0,
     num_cpus: int | None = None,
     max_in_flight: int | None = None,
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Embed shards of documents on a Ray actor pool; yield ``(shard_id, embeddings)``.
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Embed shards of documents on a Ray actor pool; yield ``(shard_id, embeddings, tokens)``.
 
     The Ray twin of :func:`clusterclip.embed.run_shards_local` (``engine="ray"``
     of :func:`clusterclip.embed`): same arguments, same results, same order.
@@ -381,9 +382,9 @@ def run_shards_ray(
 
     Yields
     ------
-    (int, numpy.ndarray)
-        Shard id and float16 ``(len(texts), dim)`` unit rows, in the order of
-        ``shard_iter``. Each actor runs :func:`clusterclip.embed.embed_shard`,
+    (int, numpy.ndarray, numpy.ndarray)
+        Shard id, float16 ``(len(texts), dim)`` unit rows and int64 token counts,
+        in the order of ``shard_iter``. Each actor runs :func:`clusterclip.embed.embed_shard`,
         the function of the local executor, so results equal the local ones
         (bit for bit on the same hardware and libraries).
 
@@ -402,10 +403,10 @@ def run_shards_ray(
     >>> from clusterclip.embed import EncoderSpec
     >>> spec = EncoderSpec(encoder="static", device="cpu")
     >>> shards = [(0, ["In the beginning"]), (1, ["God created the heaven"])]
-    >>> for shard, rows in run_shards_ray(spec, shards, num_workers=2):  # doctest: +SKIP
-    ...     print(shard, rows.shape, rows.dtype)
-    0 (1, 256) float16
-    1 (1, 256) float16
+    >>> for shard, rows, tokens in run_shards_ray(spec, shards, num_workers=2):  # doctest: +SKIP
+    ...     print(shard, rows.shape, rows.dtype, tokens.tolist())
+    0 (1, 256) float16 [3]
+    1 (1, 256) float16 [4]
     """
     options = RayOptions(
         address=address,
@@ -462,10 +463,12 @@ def run_shards_ray(
             options=options,
             pool_size=pool_size,
         ):
-            for shard, rows in zip(result["shard_id"], result["embeddings"], strict=True):
+            for shard, rows, tokens in zip(
+                result["shard_id"], result["embeddings"], result["tokens"], strict=True
+            ):
                 del held[int(shard)]
                 feed()
-                yield int(shard), np.asarray(rows, dtype=np.float16)
+                yield int(shard), np.asarray(rows, dtype=np.float16), np.asarray(tokens, np.int64)
     finally:
         ray.kill(feeder)
 
