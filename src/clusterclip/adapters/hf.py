@@ -95,7 +95,7 @@ def apply_schedule(dataset: Any, schedule: Any) -> Any:
     --------
     >>> from datasets import Dataset
     >>> ds = Dataset.from_dict({"text": ["a", "b", "c"]})
-    >>> apply_schedule(ds, np.array([2, 0, 2]))["text"]
+    >>> list(apply_schedule(ds, np.array([2, 0, 2]))["text"])
     ['c', 'a', 'c']
     """
     require_extra("datasets", "hf")
