@@ -77,6 +77,20 @@ def test_static_encoder(labelled, bbc_articles):
     assert encoder.count_tokens([articles[0]])[0] > 200  # untruncated count
 
 
+def test_static_one_tokenisation_equals_encode_and_count(labelled, bbc_articles):
+    pytest.importorskip("model2vec")
+    encoder = EncoderSpec(encoder="static").build()
+    assert encoder._one_pass  # the load-time check accepted the distilled model
+    articles = [a for topic in bbc_articles.values() for a in topic][:20]
+    # verses, articles, nothing, no known token, and one text model2vec truncates
+    texts = labelled[0] + articles + ["", "\u2603\u2603", "In the beginning " * 600]
+    vectors, counts = encoder.encode_with_counts(texts)
+    assert counts.tolist() == encoder.count_tokens(texts).tolist()
+    assert counts[-1] > encoder.model.max_length  # counted in full, embedded truncated
+    # equal up to the float16 rounding of model2vec's own output
+    np.testing.assert_allclose(vectors, encoder.encode(texts), rtol=0, atol=5e-4)
+
+
 def test_sentence_transformer_encoder(labelled):
     pytest.importorskip("sentence_transformers")
     texts, labels = labelled

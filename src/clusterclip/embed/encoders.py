@@ -15,6 +15,7 @@ tokens: they measure the training cost of a document, not what the encoder saw.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -424,6 +425,11 @@ class StaticEncoder:
         self.dim = int(self.model.dim)
         self.batch_size = spec.batch_size or 1024
         self._count = _tokenizer_counter(self.model.tokenizer)
+        tokenizers = require_extra("tokenizers", "static")
+        self._untruncated = tokenizers.Tokenizer.from_str(self.model.tokenizer.to_str())
+        self._untruncated.no_truncation()
+        self._untruncated.no_padding()
+        self._one_pass = self._one_pass_matches()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -436,6 +442,54 @@ class StaticEncoder:
 
     def count_tokens(self, texts: list[str]) -> np.ndarray:
         return self._count(texts)
+
+    def encode_with_counts(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(encode(texts), count_tokens(texts))`` from one tokenisation.
+
+        Tokenising is most of a static model's work, and ``n_tokens`` needs an
+        untruncated pass anyway: its token ids also give the vector (mean of the
+        token embeddings, unknown tokens dropped, as model2vec computes it) of
+        every text model2vec would not truncate; the others go through
+        ``StaticModel.encode``. Used only when a check at load time found it equal
+        to ``encode`` for this model (plain embedding tables, no weights).
+        """
+        encodings = self._untruncated.encode_batch_fast(list(texts), add_special_tokens=False)
+        ids = [encoding.ids for encoding in encodings]
+        counts = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
+        if not self._one_pass:
+            return self.encode(texts), counts
+        model = self.model
+        limit = model.max_length
+        chars = None if limit is None else limit * model.median_token_length
+        unknown = model.unk_token_id
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        by_length: dict[int, list[int]] = collections.defaultdict(list)
+        truncated = []
+        for i, row in enumerate(ids):
+            if limit is not None and (len(texts[i]) > chars or len(row) > limit):
+                truncated.append(i)
+                continue
+            if unknown is not None and unknown in row:
+                row = ids[i] = [token for token in row if token != unknown]
+            if row:
+                by_length[len(row)].append(i)
+        for rows in by_length.values():
+            out[rows] = model.embedding[np.array([ids[i] for i in rows])].mean(axis=1)
+        if truncated:
+            out[truncated] = self.encode([texts[i] for i in truncated])
+        return _unit_rows(out), counts
+
+    def _one_pass_matches(self) -> bool:
+        model = self.model
+        if getattr(model, "token_mapping", None) is not None or model.weights is not None:
+            return False
+        if not np.issubdtype(model.embedding.dtype, np.floating):
+            return False  # quantised tables are decoded by model2vec
+        probe = ["In the beginning God created the heaven.", "zxq qqq 12345 !!", "", "a b"]
+        self._one_pass = True
+        fast, _ = self.encode_with_counts(probe)
+        # model2vec rounds its output to the table's dtype (float16 here): equal up to that
+        return bool(np.allclose(fast, self.encode(probe), rtol=0, atol=5e-4))
 
     def describe(self) -> dict[str, Any]:
         from importlib import metadata

@@ -130,9 +130,13 @@ def embed_shard(encoder: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]
     """
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float16), np.zeros(0, dtype=np.int64)
-    tokens = np.asarray(encoder.count_tokens(texts), dtype=np.int64)
-    vectors = np.asarray(encoder.encode(texts), dtype=np.float32).astype(np.float16)
-    return vectors, tokens
+    both = getattr(encoder, "encode_with_counts", None)  # one tokenisation for both
+    if both is not None:
+        vectors, tokens = both(texts)
+    else:
+        vectors, tokens = encoder.encode(texts), encoder.count_tokens(texts)
+    vectors = np.asarray(vectors, dtype=np.float32).astype(np.float16)
+    return vectors, np.asarray(tokens, dtype=np.int64)
 
 
 def run_shards_local(
