@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterclip.workdir import atomic_write_json, fingerprint_array, fingerprint_file, write_stage
+from clusterclip.io import atomic_write_json, fingerprint_array, fingerprint_file, write_stage
 
 
 def kjv_records(*, step: int, limit: int | None = None) -> list[dict]:

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from clusterclip import ClusterClipError, workdir
+from clusterclip import ClusterClipError
+from clusterclip import io as workdir
 from clusterclip.errors import MissingDependencyError, invalid, require_extra
 from clusterclip.io.shards import ShardedMatrix
 

@@ -8,9 +8,25 @@ got, and how to fix it, e.g.::
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["ClusterClipError", "MissingDependencyError", "invalid", "require_extra"]
+__all__ = [
+    "ClusterClipError",
+    "MissingDependencyError",
+    "hint",
+    "invalid",
+    "require_extra",
+    "spell",
+    "spelled_as_flags",
+]
+
+#: Keyword -> command-line flag while a CLI command runs (None under Python).
+_FLAGS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "clusterclip_flags", default=None
+)
 
 
 class ClusterClipError(ValueError):
@@ -21,13 +37,51 @@ class MissingDependencyError(ClusterClipError, ImportError):
     """An optional dependency is not installed; the message names the pip line."""
 
 
+@contextlib.contextmanager
+def spelled_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
+    """Inside this block, errors name options by their flags (``--max-repeats``).
+
+    The CLI wraps each command in it with the command's own flags; under Python
+    the same errors name the keyword (``max_repeats``).
+
+    >>> with spelled_as_flags({"max_repeats": "--max-repeats"}):
+    ...     print(spell("max_repeats"), "|", hint("max_repeats", 1))
+    --max-repeats | --max-repeats 1
+    >>> print(spell("max_repeats"), "|", hint("max_repeats", 1))
+    max_repeats | max_repeats=1
+    """
+    token = _FLAGS.set(dict(flags))
+    try:
+        yield
+    finally:
+        _FLAGS.reset(token)
+
+
+def spell(name: str) -> str:
+    """``name`` as the user typed it: its flag under the CLI, else the keyword."""
+    flags = _FLAGS.get()
+    return flags.get(name, name) if flags else name
+
+
+def hint(name: str, value: Any) -> str:
+    """How to pass ``value`` for option ``name``: ``--flag VALUE`` or ``name=VALUE``."""
+    flags = _FLAGS.get()
+    if flags and name in flags:
+        shown = (
+            "none" if value is None else str(value).lower() if isinstance(value, bool) else value
+        )
+        return f"{flags[name]} {shown}"
+    return f"{name}={value!r}"
+
+
 def invalid(name: str, rule: str, got: Any, fix: str | None = None) -> ClusterClipError:
     """Build the standard validation error.
 
     Parameters
     ----------
     name : str
-        Parameter, option, file or field at fault (shown in backticks).
+        Parameter, option, file or field at fault (shown in backticks; under the
+        CLI an option is shown as its flag, see :func:`spelled_as_flags`).
     rule : str
         What it must be, e.g. ``"an int in [1, inf)"``.
     got : Any
@@ -45,7 +99,7 @@ def invalid(name: str, rule: str, got: Any, fix: str | None = None) -> ClusterCl
     shown = repr(got)
     if len(shown) > 80:
         shown = shown[:77] + "..."
-    message = f"`{name}` must be {rule}; got {shown}."
+    message = f"`{spell(name)}` must be {rule}; got {shown}."
     if fix:
         message += f" {fix}"
     return ClusterClipError(message)

@@ -96,7 +96,7 @@ class _Runner:
     """Bookkeeping of one pipeline run: specs, decisions, log lines."""
 
     def __init__(self, workdir: Path, log: Callable[[str], None]) -> None:
-        from clusterclip.workdir import read_manifest
+        from clusterclip.io import read_manifest
 
         self.workdir = workdir
         self.log = log
@@ -107,7 +107,7 @@ class _Runner:
 
     def decide(self, stage: str, spec: dict[str, Any]) -> tuple[bool, str, bool]:
         """(run it?, why, resume?) for one stage."""
-        from clusterclip.workdir import check_upstream, read_stage
+        from clusterclip.io import check_upstream, read_stage
 
         entry = read_stage(self.workdir, stage)
         recorded = self.recorded.get(stage)
@@ -150,7 +150,7 @@ class _Runner:
         self._save()
 
     def _save(self) -> None:
-        from clusterclip.workdir import write_stage
+        from clusterclip.io import write_stage
 
         # `complete` is only a manifest formality here: per-stage state is in `specs`.
         write_stage(self.workdir, "pipeline", {"specs": self.recorded, "complete": True})
@@ -164,7 +164,7 @@ class _Runner:
 
 
 def _upstream(workdir: Path, keys: Sequence[str]) -> dict[str, Any]:
-    from clusterclip.workdir import read_manifest
+    from clusterclip.io import read_manifest
 
     stages = read_manifest(workdir)["stages"]
     found = {}
@@ -431,8 +431,8 @@ def _build_schedule(
     options: dict[str, Any],
     upstream_keys: list[str],
 ) -> None:
+    from clusterclip.io import fingerprint_file, versions, write_stage
     from clusterclip.schedule import build_schedule
-    from clusterclip.workdir import fingerprint_file, versions, write_stage
 
     kwargs = dict(options)
     if kwargs.get("num_tokens") is not None:
@@ -463,6 +463,6 @@ def _jsonable(value: Any) -> Any:
     """Plain JSON types only (what the manifest stores and compares)."""
     import json
 
-    from clusterclip.workdir import _json_default
+    from clusterclip.io import json_default
 
-    return json.loads(json.dumps(value, default=_json_default, sort_keys=True))
+    return json.loads(json.dumps(value, default=json_default, sort_keys=True))

@@ -22,7 +22,7 @@ def make_workdir(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from clusterclip.workdir import fingerprint_file, write_stage
+    from clusterclip.io import fingerprint_file, write_stage
 
     n = len(embeddings)
     status = status or ["ok"] * n

@@ -12,7 +12,7 @@ import clusterclip
 from clusterclip.cli import main
 from clusterclip.cluster import KMeans, cluster
 from clusterclip.errors import ClusterClipError
-from clusterclip.workdir import fingerprint_file, read_stage
+from clusterclip.io import fingerprint_file, read_stage
 from tests.cluster.helpers import make_workdir
 
 

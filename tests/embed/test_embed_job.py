@@ -13,7 +13,7 @@ from embed_helpers import write_jsonl
 import clusterclip
 from clusterclip.embed import open_embeddings
 from clusterclip.errors import ClusterClipError, MissingDependencyError
-from clusterclip.workdir import fingerprint_file, read_stage
+from clusterclip.io import fingerprint_file, read_stage
 
 BROKEN = [
     b'{"id": "x1", "text": "unterminated',

@@ -13,7 +13,7 @@ import pytest
 from embed_helpers import write_jsonl
 
 import clusterclip
-from clusterclip.workdir import read_stage
+from clusterclip.io import read_stage
 
 SCRIPT = """
 import sys

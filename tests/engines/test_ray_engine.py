@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import clusterclip
-import clusterclip.workdir
+import clusterclip.io
 from clusterclip.cli import main
 from clusterclip.embed import embed, open_embeddings
 from clusterclip.embed.encoders import TFIDF_STATE
@@ -136,7 +136,7 @@ def ray_run(ray_address, corpus, local_run, tmp_path_factory):
 
 
 def test_embed_on_ray_equals_local(ray_run, local_run):
-    summary = clusterclip.workdir.read_stage(ray_run, "embed")["summary"]
+    summary = clusterclip.io.read_stage(ray_run, "embed")["summary"]
     assert summary["shards"] == N_SHARDS
     assert summary["counts"]["empty"] == SHARD_SIZE + 1
     assert_same_as_local(local_run, ray_run)
@@ -182,7 +182,7 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
         driver.wait()
     finished = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts.glob("part-*.npy")}
     assert 1 <= len(finished) < N_SHARDS
-    assert clusterclip.workdir.read_stage(workdir, "embed") is None  # not complete
+    assert clusterclip.io.read_stage(workdir, "embed") is None  # not complete
 
     result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
     assert result.summary["shards_resumed"] == len(finished)

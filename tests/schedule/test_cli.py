@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from clusterclip.cli import main
+from clusterclip.io import read_stage
 from clusterclip.schedule import Schedule, build_schedule
-from clusterclip.workdir import read_stage
 
 
 def test_schedule_from_npy(tmp_path, skewed_labels, capsys):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from clusterclip.errors import ClusterClipError
+from clusterclip.io import fingerprint_array
 from clusterclip.schedule import Schedule, build_schedule, labels_fingerprint
-from clusterclip.workdir import fingerprint_array
 
 
 def test_round_trip(tmp_path, skewed_labels):

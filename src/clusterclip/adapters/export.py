@@ -112,7 +112,7 @@ def build_record_store(workdir: str | os.PathLike[str]) -> tuple[np.ndarray, np.
     >>> bytes(records[offsets[0, 0]:offsets[0, 1]])  # doctest: +SKIP
     b'{"id": "Genesis 1:1", ...}'
     """
-    from clusterclip.workdir import atomic_path, atomic_write_json, fingerprint_file
+    from clusterclip.io import atomic_path, atomic_write_json, fingerprint_file
 
     workdir = Path(workdir)
     documents_path = workdir / "documents.parquet"
@@ -209,7 +209,7 @@ def export_ordered_jsonl(
     >>> export_ordered_jsonl("work", "ordered", shard_size=50_000)  # doctest: +SKIP
     [PosixPath('ordered/part-00000.jsonl'), PosixPath('ordered/part-00001.jsonl')]
     """
-    from clusterclip.workdir import atomic_path, atomic_write_json, fingerprint_file
+    from clusterclip.io import atomic_path, atomic_write_json, fingerprint_file
 
     if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
         raise invalid("shard_size", "an int in [1, inf)", shard_size, "Pass shard_size=100000.")
@@ -289,7 +289,7 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
     >>> np.load(path, mmap_mode="r")[:3]  # doctest: +SKIP
     memmap([1841,  302, 77810])
     """
-    from clusterclip.workdir import atomic_path, atomic_write_json, fingerprint_file
+    from clusterclip.io import atomic_path, atomic_write_json, fingerprint_file
 
     workdir, out = Path(workdir), Path(out)
     indices = _schedule(workdir)

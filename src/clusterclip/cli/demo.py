@@ -86,7 +86,7 @@ def write_sample(source: Path, target: Path, n: int) -> Path:
     import gzip
 
     from clusterclip.errors import invalid
-    from clusterclip.workdir import atomic_write_bytes
+    from clusterclip.io import atomic_write_bytes
 
     if not 1 <= n <= N_VERSES:
         raise invalid(

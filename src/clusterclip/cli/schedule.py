@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _record_stage(workdir: Path, out: Path, schedule: Any, args: argparse.Namespace) -> None:
-    from clusterclip.workdir import fingerprint_file, read_stage, versions, write_stage
+    from clusterclip.io import fingerprint_file, read_stage, versions, write_stage
 
     inputs = {}
     cluster = read_stage(workdir, "cluster")

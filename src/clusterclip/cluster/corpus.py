@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, require_extra
-from clusterclip.workdir import check_upstream, require_stage
+from clusterclip.io import check_upstream, require_stage
 
 __all__ = ["iter_corpus", "read_clusters"]
 

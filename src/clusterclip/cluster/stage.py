@@ -20,7 +20,7 @@ import numpy as np
 
 from clusterclip.cluster.kmeans import KMeans, _check_int, assign
 from clusterclip.errors import ClusterClipError, invalid, require_extra
-from clusterclip.workdir import (
+from clusterclip.io import (
     atomic_path,
     check_upstream,
     fingerprint_file,

@@ -574,7 +574,7 @@ def fit_tfidf(texts: list[str], *, path: str | os.PathLike[str], seed: int) -> P
         components = svd.fit(sample).components_
     components = np.ascontiguousarray(components, dtype=np.float32)
     target = Path(path)
-    from clusterclip.workdir import atomic_path
+    from clusterclip.io import atomic_path
 
     with atomic_path(target) as tmp, open(tmp, "wb") as handle:
         np.savez(

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from clusterclip.errors import require_extra
+from clusterclip.io import atomic_path
 from clusterclip.io.readers import Record
-from clusterclip.workdir import atomic_path
 
 __all__ = ["DOCUMENT_COLUMNS", "IndexRows", "read_fragment", "write_documents", "write_fragment"]
 

@@ -47,6 +47,15 @@ from clusterclip.embed.encoders import (
 )
 from clusterclip.embed.index import IndexRows, write_documents, write_fragment
 from clusterclip.errors import ClusterClipError, MissingDependencyError, invalid, require_extra
+from clusterclip.io import (
+    atomic_path,
+    atomic_write_json,
+    fingerprint_file,
+    read_manifest,
+    require_stage,
+    versions,
+    write_stage,
+)
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
@@ -57,15 +66,6 @@ from clusterclip.io.readers import (
 )
 from clusterclip.io.shards import ShardedMatrix
 from clusterclip.progress import progress_bar, progress_enabled
-from clusterclip.workdir import (
-    atomic_path,
-    atomic_write_json,
-    fingerprint_file,
-    read_manifest,
-    require_stage,
-    versions,
-    write_stage,
-)
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",

@@ -78,7 +78,7 @@ class Corpus:
 
     def write_jsonl(self, path: str | Path) -> None:
         """Write ``{"id", "text", "category"}`` lines (the input of the embed stage)."""
-        from clusterclip.workdir import atomic_path
+        from clusterclip.io import atomic_path
 
         with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
             for index, text in enumerate(self.texts):

@@ -185,7 +185,7 @@ def _prep_key(cfg: ExperimentConfig) -> dict:
 def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
     """Embed, cluster, split, flag near-duplicates and tokenise (cached in ``cfg.workdir``)."""
     from clusterclip.experiments.corpora import load_corpus
-    from clusterclip.workdir import atomic_path, atomic_write_json, read_stage
+    from clusterclip.io import atomic_path, atomic_write_json, read_stage
 
     workdir = Path(cfg.workdir)
     cache = workdir / "lm"
@@ -576,7 +576,7 @@ def read_results(out: str | Path) -> list[dict]:
 
 def write_report(out: str | Path) -> str:
     """Rebuild ``results.md`` and the plots from ``results.jsonl``; return the tables."""
-    from clusterclip.workdir import atomic_write_bytes
+    from clusterclip.io import atomic_write_bytes
 
     records = read_results(out)
     if not records:

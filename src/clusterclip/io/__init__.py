@@ -1,1 +1,47 @@
-"""Reading corpora and the work directory's array files."""
+"""Everything that touches files: corpus readers, the work directory and its artifacts.
+
+:class:`WorkDir` is the one owner of a work directory: no other module spells
+its file names or opens them. Atomic writes and fingerprints live in
+:mod:`clusterclip.io.files`; corpus readers in :mod:`clusterclip.io.readers`.
+Importing this package is cheap (numpy only).
+"""
+
+from clusterclip.io.files import (
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_json,
+    fingerprint_array,
+    fingerprint_file,
+    json_default,
+    versions,
+)
+from clusterclip.io.workdir import (
+    ARTIFACTS,
+    STAGE_COMMANDS,
+    ScheduleFile,
+    WorkDir,
+    check_upstream,
+    read_manifest,
+    read_stage,
+    require_stage,
+    write_stage,
+)
+
+__all__ = [
+    "ARTIFACTS",
+    "STAGE_COMMANDS",
+    "ScheduleFile",
+    "WorkDir",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "check_upstream",
+    "fingerprint_array",
+    "fingerprint_file",
+    "json_default",
+    "read_manifest",
+    "read_stage",
+    "require_stage",
+    "versions",
+    "write_stage",
+]

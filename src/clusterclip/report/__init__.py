@@ -22,7 +22,7 @@ __all__ = ["build_report"]
 
 def _check_fresh(workdir: Path) -> dict[str, str]:
     """Fingerprints of the inputs the report reads; refuse a stale schedule."""
-    from clusterclip.workdir import check_upstream, fingerprint_file, read_stage
+    from clusterclip.io import check_upstream, fingerprint_file, read_stage
 
     schedule_stage = read_stage(workdir, "schedule")
     if schedule_stage is not None:
@@ -77,16 +77,16 @@ def build_report(
     PosixPath('work/report.html')
     """
     from clusterclip.errors import invalid
-    from clusterclip.report.data import compute_report_data
-    from clusterclip.report.figures import FIGURES, write_figures
-    from clusterclip.report.html import render_html
-    from clusterclip.workdir import (
+    from clusterclip.io import (
         atomic_write_bytes,
         atomic_write_json,
         fingerprint_file,
         versions,
         write_stage,
     )
+    from clusterclip.report.data import compute_report_data
+    from clusterclip.report.figures import FIGURES, write_figures
+    from clusterclip.report.html import render_html
 
     if not isinstance(n_slices, int) or isinstance(n_slices, bool) or n_slices < 1:
         raise invalid("n_slices", "an int in [1, inf)", n_slices, "Pass n_slices=50.")

@@ -242,7 +242,7 @@ def write_figures(data: dict[str, Any], out_dir: str | os.PathLike[str]) -> dict
     >>> write_figures(compute_report_data("work"), "work")  # doctest: +SKIP
     {'sizes.png': PosixPath('work/sizes.png'), ...}
     """
-    from clusterclip.workdir import atomic_path
+    from clusterclip.io import atomic_path
 
     out = Path(out_dir)
     written = {}

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import invalid
-from clusterclip.workdir import fingerprint_array
+from clusterclip.io import fingerprint_array
 
 __all__ = [
     "EXHAUSTION_RULES",

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import ClusterClipError
+from clusterclip.io import atomic_path, atomic_write_json, fingerprint_array
 from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
 from clusterclip.schedule.stats import ScheduleStats
-from clusterclip.workdir import atomic_path, atomic_write_json, fingerprint_array
 
 __all__ = ["FORMAT_NAME", "Schedule", "sidecar_path"]
 

@@ -1,0 +1,121 @@
+"""Atomic writes, content fingerprints and version records (no work-directory names here)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "fingerprint_array",
+    "fingerprint_file",
+    "json_default",
+    "versions",
+]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it over ``path`` on success.
+
+    Readers never see a half-written file: either the old file or the new one.
+    On an exception the temporary file is removed and ``path`` is untouched.
+
+    >>> with atomic_path("out.npy") as tmp:  # doctest: +SKIP
+    ...     np.save(tmp, array)
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    # mkstemp makes the file 0600; give it the mode a plain open() would, so
+    # other users and Ray workers on a shared filesystem can read the outputs.
+    os.chmod(tmp, 0o666 & ~_current_umask())
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON to ``path`` atomically."""
+    text = json.dumps(obj, indent=2, sort_keys=True, default=json_default) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def json_default(obj: Any) -> Any:
+    """``json.dumps`` fallback for numpy scalars and arrays and paths."""
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def fingerprint_file(path: str | os.PathLike[str], *, chunk_size: int = 1 << 22) -> str:
+    """Content hash of a file (``blake2b``, 128-bit hex), streamed in chunks."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fingerprint_array(array: Any) -> str:
+    """Content hash of a numpy array, its dtype and shape (128-bit hex).
+
+    Equal arrays give equal fingerprints on every machine (little-endian bytes).
+    """
+    import numpy as np
+
+    arr = np.ascontiguousarray(array)
+    arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{arr.dtype.str}{arr.shape}".encode())
+    digest.update(memoryview(arr).cast("B"))
+    return digest.hexdigest()
+
+
+def versions(*packages: str) -> dict[str, str]:
+    """Installed versions of clusterclip, Python, numpy and the named packages."""
+    import platform
+    from importlib import metadata
+
+    found = {"python": platform.python_version()}
+    for name in ("clusterclip", "numpy", *packages):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found

@@ -1,0 +1,509 @@
+"""The one owner of a work directory: its file names, its manifest and typed accessors.
+
+Every stage writes into one work directory and records an entry in ``manifest.json``::
+
+    {"clusterclip_version": "0.1.0",
+     "stages": {"embed": {"config": {...}, "inputs": {...}, "outputs": {...},
+                          "versions": {...}, "complete": true, ...},
+                "cluster": {...}, "schedule": {...}, "report": {...}}}
+
+A stage records the fingerprints of what it consumed (``inputs``) and of what it
+produced (``outputs``). :class:`WorkDir` is the only code that knows the files'
+names; every reader goes through its accessors, which check index order and
+freshness once, in one place:
+
+==================  ===============================  ==========================================
+accessor            file                             checked
+==================  ===============================  ==========================================
+``documents()``     ``documents.parquet``            embed complete; rows in index order
+``ok_mask()``       ``documents.parquet``            (status == "ok")
+``n_tokens()``      ``documents.parquet``            int64, index order
+``embeddings()``    ``embeddings/part-NNNNN.npy``    row count = documents
+``labels()``        ``clusters.parquet``             clusters made from the current embeddings
+``scores()``        ``clusters.parquet``             same
+``centroids()``     ``centroids.npy``                same
+``schedule()``      ``schedule.npy`` + ``.json``     schedule made from the current clusters
+``report()``        ``report.json``                  report made from the current schedule
+``corpus()``        the embedded corpus files        each file unchanged since it was embedded
+``record_store()``  ``records/``                     built from the unchanged corpus
+==================  ===============================  ==========================================
+
+Examples
+--------
+>>> from clusterclip.io import WorkDir
+>>> work = WorkDir("work")  # doctest: +SKIP
+>>> labels = work.labels()  # doctest: +SKIP
+>>> indices = work.schedule().indices  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.io.files import atomic_path, atomic_write_json, fingerprint_file
+
+__all__ = [
+    "ARTIFACTS",
+    "STAGE_COMMANDS",
+    "ScheduleFile",
+    "WorkDir",
+    "check_upstream",
+    "read_manifest",
+    "read_stage",
+    "require_stage",
+    "write_stage",
+]
+
+#: Artifact key -> file or folder name inside the work directory (the only place they are spelled).
+ARTIFACTS: dict[str, str] = {
+    "manifest": "manifest.json",
+    "documents": "documents.parquet",
+    "rejects": "rejects.jsonl",
+    "embeddings": "embeddings",
+    "embed_state": ".embed-state",
+    "tfidf": "embed-tfidf.npz",
+    "clusters": "clusters.parquet",
+    "centroids": "centroids.npy",
+    "schedule": "schedule.npy",
+    "schedule_meta": "schedule.json",
+    "report_html": "report.html",
+    "report_json": "report.json",
+    "records": "records",
+    "experiment": "lm",
+}
+MANIFEST_NAME = ARTIFACTS["manifest"]
+
+#: For each stage, the command that produces it (used in error messages).
+STAGE_COMMANDS = {
+    "embed": "clusterclip embed INPUT... --workdir W",
+    "cluster": "clusterclip cluster --workdir W --n-clusters K",
+    "schedule": "clusterclip run ... --workdir W (or clusterclip schedule)",
+    "report": "clusterclip report --workdir W",
+}
+
+_RECORDS_BIN, _OFFSETS, _RECORDS_META = "records.bin", "offsets.npy", "records.json"
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of ``workdir`` (an empty one if the directory has none yet)."""
+    path = Path(workdir) / MANIFEST_NAME
+    if not path.exists():
+        return {"stages": {}}
+    try:
+        manifest = json.loads(path.read_text("utf-8"))
+    except json.JSONDecodeError as error:
+        raise ClusterClipError(
+            f"{path}: manifest is not valid JSON ({error}). Delete it and rerun the stages."
+        ) from error
+    manifest.setdefault("stages", {})
+    return manifest
+
+
+def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | None:
+    """The manifest entry of one stage, or ``None`` if it never completed."""
+    entry = read_manifest(workdir)["stages"].get(stage)
+    if entry is None or not entry.get("complete", False):
+        return None
+    return entry
+
+
+def write_stage(workdir: str | os.PathLike[str], stage: str, entry: Mapping[str, Any]) -> None:
+    """Record (replace) one stage's entry in the manifest, atomically.
+
+    Stages run one at a time per work directory, so read-modify-write is safe.
+    """
+    from clusterclip import __version__
+
+    manifest = read_manifest(workdir)
+    manifest["clusterclip_version"] = __version__
+    manifest["stages"][stage] = dict(entry)
+    atomic_write_json(Path(workdir) / MANIFEST_NAME, manifest)
+
+
+def require_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any]:
+    """The completed entry of ``stage`` or an error saying which command makes it."""
+    entry = read_stage(workdir, stage)
+    if entry is None:
+        command = STAGE_COMMANDS.get(stage, f"the {stage} stage")
+        raise ClusterClipError(
+            f"work directory {workdir} has no completed `{stage}` stage. Run `{command}` first."
+        )
+    return entry
+
+
+def check_upstream(
+    workdir: str | os.PathLike[str], stage: str, recorded: Mapping[str, str]
+) -> list[str]:
+    """Compare fingerprints a stage recorded for its inputs with the current ones.
+
+    Parameters
+    ----------
+    recorded : mapping
+        ``{"<upstream stage>.<output name>": fingerprint}`` as recorded by
+        ``stage`` when it ran.
+
+    Returns
+    -------
+    list of str
+        One human-readable line per input that changed (empty if none).
+    """
+    manifest = read_manifest(workdir)["stages"]
+    changed = []
+    for key, fingerprint in recorded.items():
+        upstream, _, output = key.partition(".")
+        current = manifest.get(upstream, {}).get("outputs", {}).get(output)
+        if current != fingerprint:
+            changed.append(f"{key} changed since `{stage}` ran (was {fingerprint}, now {current})")
+    return changed
+
+
+# --------------------------------------------------------------------------- accessors
+
+
+@dataclass(frozen=True)
+class ScheduleFile:
+    """A saved schedule: memory-mapped ``indices`` (int64, shape (T,)) and its sidecar ``meta``."""
+
+    indices: np.ndarray
+    meta: dict[str, Any]
+    path: Path
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The schedule's recorded configuration (policy, max_repeats, seed, ...)."""
+        return dict(self.meta.get("config", {}))
+
+
+class WorkDir:
+    """A work directory: file names, manifest and checked, typed readers.
+
+    Parameters
+    ----------
+    path : path
+        The work directory (need not exist yet for writers).
+
+    Examples
+    --------
+    >>> work = WorkDir("work")
+    >>> work.path_of("clusters").name
+    'clusters.parquet'
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __repr__(self) -> str:
+        return f"WorkDir({os.fspath(self.path)!r})"
+
+    # -- names and manifest -------------------------------------------------
+    def path_of(self, artifact: str) -> Path:
+        """Path of one artifact (a key of :data:`ARTIFACTS`), for the stage that writes it."""
+        try:
+            return self.path / ARTIFACTS[artifact]
+        except KeyError:
+            raise ClusterClipError(
+                f"unknown work-directory artifact {artifact!r}; known: {', '.join(ARTIFACTS)}."
+            ) from None
+
+    def exists(self, artifact: str) -> bool:
+        """Whether the artifact's file or folder is present."""
+        return self.path_of(artifact).exists()
+
+    def manifest(self) -> dict[str, Any]:
+        """The whole manifest (``{"stages": {}}`` when there is none yet)."""
+        return read_manifest(self.path)
+
+    def entry(self, stage: str) -> dict[str, Any] | None:
+        """The completed manifest entry of ``stage``, or None."""
+        return read_stage(self.path, stage)
+
+    def require(self, stage: str) -> dict[str, Any]:
+        """The completed entry of ``stage`` or an error naming the command that makes it."""
+        return require_stage(self.path, stage)
+
+    def record(self, stage: str, entry: Mapping[str, Any]) -> None:
+        """Write the manifest entry of ``stage`` (atomically)."""
+        write_stage(self.path, stage, entry)
+
+    def output(self, key: str) -> str | None:
+        """Current fingerprint of an output, ``"stage.output"`` (None if not recorded)."""
+        stage, _, name = key.partition(".")
+        return self.manifest()["stages"].get(stage, {}).get("outputs", {}).get(name)
+
+    def require_fresh(self, stage: str) -> dict[str, Any]:
+        """The completed entry of ``stage``, refused when an input changed since it ran."""
+        entry = self.require(stage)
+        changed = check_upstream(self.path, stage, entry.get("inputs", {}))
+        if changed:
+            raise ClusterClipError(
+                f"the {stage} outputs in {self.path} are stale: {'; '.join(changed)}. Rerun "
+                f"`clusterclip run ... --workdir {self.path}` (it redoes every stage downstream "
+                "of a change)."
+            )
+        return entry
+
+    def fingerprint(self, artifact: str) -> str:
+        """Content hash of one artifact file."""
+        return fingerprint_file(self.path_of(artifact))
+
+    # -- embed stage --------------------------------------------------------
+    def documents(self, columns: list[str] | None = None) -> Any:
+        """``documents.parquet`` as a pyarrow Table, rows in document index order.
+
+        >>> WorkDir("work").documents(["index", "status"]).num_rows  # doctest: +SKIP
+        10000
+        """
+        path = self.path_of("documents")
+        if not path.exists():
+            raise ClusterClipError(
+                f"{path} not found. Run `clusterclip embed` (or `clusterclip run`) first."
+            )
+        pq = require_extra("pyarrow.parquet", "io")
+        wanted = None if columns is None else list(dict.fromkeys(["index", *columns]))
+        table = pq.read_table(path, columns=wanted)
+        index = table.column("index").to_numpy()
+        if len(index) and not np.array_equal(index, np.arange(len(index))):
+            order = np.argsort(index, kind="stable")
+            if not np.array_equal(index[order], np.arange(len(index))):
+                raise ClusterClipError(
+                    f"{path}: column 'index' is not a permutation of 0..{len(index) - 1}. "
+                    "Re-embed: `clusterclip embed INPUT... --workdir W --overwrite`."
+                )
+            table = table.take(order)
+        if columns is not None and "index" not in columns:
+            table = table.drop(["index"])
+        return table
+
+    def n_documents(self) -> int:
+        """Rows of ``documents.parquet`` (every input record, ok or not)."""
+        pq = require_extra("pyarrow.parquet", "io")
+        return int(pq.ParquetFile(self.path_of("documents")).metadata.num_rows)
+
+    def ok_mask(self) -> np.ndarray:
+        """bool ``(N,)``: True where the document was embedded (status ``ok``)."""
+        status = self.documents(["status"]).column("status")
+        return np.asarray(status.to_pylist(), dtype=object) == "ok"
+
+    def status_counts(self) -> dict[str, int]:
+        """Documents by status (``ok``, ``empty``, ``malformed``, ...)."""
+        values, counts = np.unique(
+            np.asarray(
+                self.documents(["status"]).column("status").to_pylist(), dtype=object
+            ).astype(str),
+            return_counts=True,
+        )
+        return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
+
+    def n_tokens(self) -> np.ndarray:
+        """int64 ``(N,)``: tokens per document as counted by the encoder (0 when not ok)."""
+        return self.documents(["n_tokens"]).column("n_tokens").to_numpy().astype(np.int64)
+
+    def embeddings(self) -> Any:
+        """float16 ``(N, dim)`` :class:`~clusterclip.io.shards.ShardedMatrix`, memory-mapped."""
+        from clusterclip.io.shards import ShardedMatrix
+
+        entry = self.require("embed")
+        matrix = ShardedMatrix.from_directory(self.path_of("embeddings"))
+        expected = sum(entry.get("counts", {}).values())
+        if expected and len(matrix) != expected:
+            raise ClusterClipError(
+                f"{self.path_of('embeddings')} has {len(matrix)} rows but the manifest records "
+                f"{expected} documents. Rerun `clusterclip embed ... --overwrite`."
+            )
+        return matrix
+
+    # -- cluster stage ------------------------------------------------------
+    def _clusters_table(self, column: str) -> np.ndarray:
+        path = self.path_of("clusters")
+        if not path.exists():
+            raise ClusterClipError(
+                f"{path} not found. Run `clusterclip cluster --workdir {self.path} --n-clusters K` "
+                "(or `clusterclip run`) first."
+            )
+        self.require_fresh("cluster")
+        pq = require_extra("pyarrow.parquet", "io")
+        table = pq.read_table(path, columns=["index", column])
+        index = table.column("index").to_numpy()
+        values = table.column(column).to_numpy()
+        if len(index) and not np.array_equal(index, np.arange(len(index))):
+            values = values[np.argsort(index, kind="stable")]
+        return values
+
+    def labels(self) -> np.ndarray:
+        """int32 ``(N,)``: cluster of every document in index order (-1 = excluded).
+
+        Refused when the embeddings changed after clustering.
+        """
+        return self._clusters_table("cluster").astype(np.int32, copy=False)
+
+    def scores(self) -> np.ndarray:
+        """float32 ``(N,)``: cosine of every document to its centroid."""
+        return self._clusters_table("score").astype(np.float32, copy=False)
+
+    def centroids(self) -> np.ndarray:
+        """float32 ``(K, dim)`` centroids of the cluster stage."""
+        path = self.path_of("centroids")
+        if not path.exists():
+            raise ClusterClipError(f"{path} not found. Run `clusterclip cluster` first.")
+        return np.load(path)
+
+    def n_clusters(self) -> int:
+        """K of the cluster stage (empty clusters included)."""
+        return int(np.load(self.path_of("centroids"), mmap_mode="r").shape[0])
+
+    # -- schedule stage -----------------------------------------------------
+    def schedule(self) -> ScheduleFile:
+        """The saved schedule, memory-mapped, refused when its labels changed since."""
+        path = self.path_of("schedule")
+        if not path.exists():
+            raise ClusterClipError(
+                f"{path} not found. Build a schedule first: `clusterclip run ... --workdir "
+                f"{self.path}` or `clusterclip schedule --workdir W`."
+            )
+        if self.entry("schedule") is not None:
+            self.require_fresh("schedule")
+        indices = np.load(path, mmap_mode="r")
+        if indices.ndim != 1 or indices.dtype.kind not in "iu":
+            raise ClusterClipError(
+                f"{path} must hold a 1-D integer array of document indices; got "
+                f"{indices.dtype} with shape {indices.shape}. Rebuild the schedule."
+            )
+        side = self.path_of("schedule_meta")
+        meta = json.loads(side.read_text("utf-8")) if side.exists() else {}
+        return ScheduleFile(indices=indices, meta=meta, path=path)
+
+    # -- report stage -------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """``report.json`` (every number of the report)."""
+        path = self.path_of("report_json")
+        if not path.exists():
+            raise ClusterClipError(f"{path} not found. Run `clusterclip report --workdir W` first.")
+        return json.loads(path.read_text("utf-8"))
+
+    # -- the corpus ---------------------------------------------------------
+    def corpus_files(self) -> list[Path]:
+        """The embedded corpus files, each checked unchanged since the embed stage read it."""
+        return list(self._checked_corpus().values())
+
+    def _checked_corpus(self) -> dict[str, Path]:
+        """Recorded source name -> the file found for it, after the fingerprint check."""
+        from clusterclip.io.readers import fingerprint_input
+
+        entry = self.require("embed")
+        names = entry.get("config", {}).get("inputs") or []
+        if not names or any(str(name).startswith("<") for name in names):
+            raise ClusterClipError(
+                f"the embed stage of {self.path} read an in-memory dataset, whose records cannot "
+                "be re-read from files. Use clusterclip.adapters.hf.apply_schedule(dataset, ...) "
+                "instead, or save the dataset to jsonl or parquet and embed that."
+            )
+        recorded = entry.get("inputs", {})
+        found = {}
+        for name in names:
+            path = self._locate(str(name))
+            now = None if path is None else fingerprint_input(path)
+            was = recorded.get(name)
+            if now is None or (was is not None and was != now):
+                raise self._corpus_error(str(name), was, now)
+            found[str(name)] = path
+        return found
+
+    def _locate(self, name: str) -> Path | None:
+        path = Path(name)
+        for candidate in (path, self.path / path, self.path.parent / path):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def _corpus_error(self, name: str, was: Any, now: Any) -> ClusterClipError:
+        if now is None:
+            what = "is missing"
+        elif was and was.get("size") != now.get("size"):
+            what = f"changed size ({was.get('size'):,} -> {now.get('size'):,} bytes)"
+        else:
+            what = "changed content (same size)"
+        return ClusterClipError(
+            f"corpus file {name} {what} since it was embedded into {self.path}, so its records "
+            "no longer match the work directory. Restore the file as it was, or re-embed it: "
+            f"`clusterclip run INPUT... --workdir {self.path}` redoes every stage that depends on it."
+        )
+
+    def corpus(self) -> Iterator[Any]:
+        """Every record of the embedded corpus, in index order (:class:`~clusterclip.io.readers.Record`).
+
+        The files are checked first (:meth:`corpus_files`); a corpus that yields
+        another number of records than ``documents.parquet`` lists is refused.
+        """
+        from clusterclip.io.readers import iter_records
+
+        paths = self.corpus_files()
+        config = self.require("embed").get("config", {})
+        expected = self.n_documents()
+        seen = 0
+        for record in iter_records(
+            [str(p) for p in paths],
+            text_field=config.get("text_field"),
+            id_field=config.get("id_field"),
+        ):
+            seen += 1
+            if seen > expected:
+                break
+            yield record
+        if seen != expected:
+            raise ClusterClipError(
+                f"the corpus of {self.path} yields {seen:,}{'+' if seen > expected else ''} records "
+                f"but {expected:,} were embedded. Restore the corpus files or re-embed them."
+            )
+
+    def record_store(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every document's original bytes, memory-mapped (built once from the checked corpus).
+
+        Returns
+        -------
+        (records, offsets) : (uint8 memmap, int64 ``(N, 2)``)
+            Document ``i`` is ``records[offsets[i, 0]:offsets[i, 1]]``: the exact
+            input line for jsonl sources, the row as JSON for parquet.
+        """
+        from clusterclip.io.corpus_store import build_store
+
+        files = self._checked_corpus()
+        store = self.path_of("records")
+        documents = self.fingerprint("documents")
+        meta_path = store / _RECORDS_META
+        if meta_path.exists() and (store / _OFFSETS).exists():
+            meta = json.loads(meta_path.read_text("utf-8"))
+            if meta.get("documents") == documents:
+                return _open_store(store)
+        table = self.documents(["source", "line"])
+        store.mkdir(parents=True, exist_ok=True)
+        with atomic_path(store / _RECORDS_BIN) as tmp:
+            offsets = build_store(table, files, tmp)
+        with atomic_path(store / _OFFSETS) as tmp, open(tmp, "wb") as handle:
+            np.save(handle, offsets)
+        atomic_write_json(meta_path, {"documents": documents, "n_documents": len(offsets)})
+        return _open_store(store)
+
+
+def _open_store(store: Path) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.load(store / _OFFSETS, mmap_mode="r")
+    size = (store / _RECORDS_BIN).stat().st_size
+    records = (
+        np.memmap(store / _RECORDS_BIN, dtype=np.uint8, mode="r")
+        if size
+        else np.zeros(0, dtype=np.uint8)
+    )
+    return records, offsets
