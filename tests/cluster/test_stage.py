@@ -26,7 +26,7 @@ def workdir(tmp_path, mixture):
 
 
 def test_stage_writes_outputs_and_manifest(workdir, mixture):
-    result = cluster(workdir, n_clusters=12, seed=0, backend="numpy", batch_size=500)
+    result = cluster(workdir, n_clusters=12, seed=0, backend="numpy", assign_batch_size=500)
     table = pq.read_table(workdir / "clusters.parquet")
     assert table.schema.names == ["index", "cluster", "score"]
     assert [str(t) for t in table.schema.types] == ["int64", "int32", "float"]
@@ -70,12 +70,12 @@ def test_same_seed_same_labels_and_rerun_skips(workdir, tmp_path, mixture):
 def test_changed_settings_or_inputs_refuse_unless_overwrite(workdir, mixture):
     cluster(workdir, n_clusters=12, seed=0, backend="numpy")
     with pytest.raises(
-        ClusterClipError, match=r"other settings or inputs: n_clusters was 12, now 6\..*--overwrite"
+        ClusterClipError, match=r"different settings or inputs \(n_clusters: 12 -> 6\).*--overwrite"
     ):
         cluster(workdir, n_clusters=6, seed=0, backend="numpy")
     # Re-embed (different vectors): the embed fingerprints change.
     make_workdir(workdir, mixture[0][::-1].copy(), shard_rows=700)
-    with pytest.raises(ClusterClipError, match=r"embed\.embeddings changed since `cluster` ran"):
+    with pytest.raises(ClusterClipError, match=r"input embed\.embeddings changed"):
         cluster(workdir, n_clusters=12, seed=0, backend="numpy")
     result = cluster(workdir, n_clusters=12, seed=0, backend="numpy", overwrite=True)
     assert not result.skipped and (result.labels >= 0).all()
@@ -100,7 +100,7 @@ def test_error_more_clusters_than_ok_documents(tmp_path):
     workdir = make_workdir(tmp_path / "w", X, ["ok", "ok", "ok", "malformed"])
     with pytest.raises(
         ClusterClipError,
-        match=r"`n_clusters` must be an int in \[1, 3\] \(no more clusters than usable documents: 3 of 4 documents are ok\); got 4\. Pass --n-clusters 3 or fewer",
+        match=r"`n_clusters` must be an int in \[1, 3\] \(no more clusters than usable documents: 3 of 4 documents are ok\); got 4\. Pass n_clusters=3 or fewer",
     ):
         cluster(workdir, n_clusters=4)
 

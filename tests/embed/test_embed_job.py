@@ -89,10 +89,10 @@ def test_manifest_records_config_inputs_outputs(result, corpus):
     entry = read_stage(workdir, "embed")
     assert entry["complete"] is True
     config = entry["config"]
-    assert config["inputs"] == [str(corpus / "a.jsonl"), str(corpus / "b.jsonl")]
+    assert entry["sources"] == [str(corpus / "a.jsonl"), str(corpus / "b.jsonl")]
     assert (config["text_field"], config["id_field"], config["encoder"]) == (None, None, "tfidf")
     assert entry["summary"]["text_fields"] == {"text": 401}
-    assert set(entry["inputs"]) == set(config["inputs"])
+    assert set(entry["inputs"]) == set(entry["sources"])
     assert entry["outputs"]["documents"] == fingerprint_file(workdir / "documents.parquet")
     assert entry["counts"]["ok"] == 401 and entry["dim"] == out.summary["dim"]
     assert entry["encoder"]["encoder"] == "tfidf" and "numpy" in entry["versions"]
@@ -109,7 +109,7 @@ def test_rerun_is_free_and_changes_are_refused(corpus, tmp_path, verses):
     again = clusterclip.embed(data, workdir=workdir, encoder="tfidf", shard_size=100)
     assert again.summary.get("up_to_date") is True
     assert (workdir / "embeddings" / "part-00000.npy").stat().st_mtime_ns == stamp
-    with pytest.raises(ClusterClipError, match=r"shard_size: was 100, now 50.*--overwrite"):
+    with pytest.raises(ClusterClipError, match=r"shard_size: 100 -> 50\).*--overwrite"):
         clusterclip.embed(data, workdir=workdir, encoder="tfidf", shard_size=50)
     write_jsonl(data / "v.jsonl", verses[:301])
     with pytest.raises(ClusterClipError, match=r"input .*v\.jsonl changed"):

@@ -89,7 +89,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     assert _actions(more)["embed"] == "skipped"
     assert _actions(more)["cluster"] == _actions(more)["schedule"] == "ran"
     assert "n_clusters: 6 -> 8" in more["stages"]["cluster"]["reason"]
-    assert "upstream cluster.clusters changed" in more["stages"]["schedule"]["reason"]
+    assert "input cluster.clusters changed" in more["stages"]["schedule"]["reason"]
     assert more["n_clusters"] == 8
 
     # The corpus changed: every stage is redone.
@@ -177,8 +177,8 @@ def test_a_failed_stage_keeps_the_finished_ones(tmp_path):
     with pytest.raises(ClusterClipError, match="n_clusters"):
         run([corpus], workdir=workdir, n_clusters=100_000, config=_config())
     manifest = json.loads((workdir / "manifest.json").read_text())
-    specs = manifest["stages"]["pipeline"]["specs"]
-    assert specs["embed"]["complete"] is True and specs["cluster"]["complete"] is False
+    stages = manifest["stages"]
+    assert stages["embed"]["complete"] is True and stages["cluster"]["complete"] is False
     fixed = run([corpus], workdir=workdir, n_clusters=4, config=_config())
     assert _actions(fixed)["embed"] == "skipped"
     assert fixed["stages"]["cluster"]["reason"] == "n_clusters: 100000 -> 4"

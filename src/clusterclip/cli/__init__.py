@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _flags=sub)
     return parser
 
 
@@ -65,8 +66,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    from clusterclip.cli.flags import flag_map
+    from clusterclip.errors import spelled_as_flags
+
     try:
-        return int(args._run(args) or 0)
+        with spelled_as_flags(flag_map(args._flags)):
+            return int(args._run(args) or 0)
+    except BrokenPipeError:  # e.g. `clusterclip inspect ... | head`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ClusterClipError as error:
         print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -20,71 +20,16 @@ EXAMPLE = """example:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from clusterclip.cli.flags import add_engine_flags, add_section
+
     parser.add_argument(
         "--workdir", required=True, help="work directory with a completed embed stage"
     )
-    parser.add_argument("--n-clusters", type=int, required=True, help="number of clusters K")
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the sample, seeding and splits (default 0)"
-    )
-    parser.add_argument("--n-iter", type=int, default=20, help="Lloyd iterations (default 20)")
-    parser.add_argument(
-        "--max-points-per-centroid",
-        type=int,
-        default=256,
-        help="fit on at most this many documents per cluster (default 256)",
-    )
-    parser.add_argument(
-        "--init",
-        choices=["k-means++", "afk-mc2", "random"],
-        default="k-means++",
-        help="seeding (default k-means++)",
-    )
-    parser.add_argument(
-        "--n-init",
-        type=int,
-        default=1,
-        help="seedings + fits; the best objective is kept (default 1)",
-    )
-    parser.add_argument(
-        "--backend",
-        choices=["auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"],
-        default="auto",
-        help="E-step backend (default auto: the fastest measured for this machine)",
-    )
-    parser.add_argument("--batch-size", type=int, default=65536, help="rows per assignment block")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace clusters made with other settings"
     )
-    parser.add_argument(
-        "--engine", choices=["local", "ray"], default="local", help="where the assignment runs"
-    )
-    ray = parser.add_argument_group("Ray engine (--engine ray)")
-    ray.add_argument(
-        "--ray-address",
-        default=None,
-        help="Ray cluster address (default: start or join a local one)",
-    )
-    ray.add_argument("--num-workers", type=int, default=None, help="assignment actors")
-    ray.add_argument("--num-gpus-per-worker", type=float, default=None, help="GPUs per actor")
-
-
-def engine_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``engine_options`` the Ray flags stand for (empty for the local engine)."""
-    from clusterclip.errors import ClusterClipError
-
-    options = {
-        "address": args.ray_address,
-        "num_workers": args.num_workers,
-        "num_gpus_per_worker": args.num_gpus_per_worker,
-    }
-    options = {key: value for key, value in options.items() if value is not None}
-    if options and args.engine != "ray":
-        raise ClusterClipError(
-            "--ray-address, --num-workers and --num-gpus-per-worker apply to the Ray engine only. "
-            "Add --engine ray or drop them."
-        )
-    return options
+    add_section(parser, "cluster", "cluster", required=("n_clusters",))
+    add_engine_flags(parser, "the assignment step; the fit stays local")
 
 
 def format_summary(summary: dict[str, Any], workdir: str) -> str:
@@ -110,27 +55,22 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cluster.stage import cluster
+    from clusterclip.cli.flags import engine_from_args, section_values
+    from clusterclip.cluster.options import ClusterOptions
+    from clusterclip.cluster.stage import ClusterStage
+    from clusterclip.io import WorkDir
     from clusterclip.progress import progress_enabled
+    from clusterclip.runner import run_stage
 
-    result = cluster(
-        args.workdir,
-        n_clusters=args.n_clusters,
-        seed=args.seed,
-        n_iter=args.n_iter,
-        max_points_per_centroid=args.max_points_per_centroid,
-        init=args.init,
-        n_init=args.n_init,
-        backend=args.backend,
-        batch_size=args.batch_size,
-        overwrite=args.overwrite,
-        engine=args.engine,
-        engine_options=engine_options(args),
-        progress=progress_enabled(),
+    options = ClusterOptions(**section_values(args, "cluster"))
+    engine, engine_options = engine_from_args(args)
+    stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress_enabled())
+    outcome = run_stage(
+        stage, WorkDir(args.workdir), options, on_change="refuse", force=args.overwrite
     )
-    if result.skipped:
+    if outcome.action == "skipped":
         print(
             f"cluster: {args.workdir} already holds this result (same settings and inputs); skipped."
         )
-    print(format_summary(result.summary, args.workdir))
+    print(format_summary(outcome.result.summary, args.workdir))
     return 0

@@ -23,90 +23,20 @@ EXAMPLE = """examples:
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from clusterclip.cli.flags import add_engine_flags, add_section
+
     parser.add_argument(
         "inputs", nargs="+", metavar="INPUT",
         help="corpus files, directories or globs (.jsonl, .jsonl.gz, .jsonl.zst, .parquet)",
     )  # fmt: skip
     parser.add_argument("--workdir", required=True, help="work directory to write into")
     parser.add_argument(
-        "--encoder", default="sentence-transformers",
-        choices=["sentence-transformers", "static", "tfidf"],
-        help="sentence-transformers (default, best quality), static (model2vec distilled from "
-        "the model: fast on CPU), tfidf (no model at all)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--model", default=None,
-        help="sentence-transformers/HF model name or path (default all-MiniLM-L6-v2)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--text-field", default=None,
-        help="record field holding the text (default: content, else text)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--id-field", default=None, help="record field holding the id (default: id if present)"
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=_positive_int,
-        default=None,
-        help="texts per batch (default: 4,096 padded tokens per batch on CPU, 128 texts on GPU)",
-    )
-    parser.add_argument(
-        "--max-length", type=_positive_int, default=None, help="truncate texts to N tokens"
-    )
-    parser.add_argument(
-        "--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1, ..."
-    )
-    parser.add_argument(
-        "--precision", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-        help="transformer compute precision (auto: float16 on GPU, bfloat16 on CPUs with "
-        "AVX512-BF16/AMX, else float32)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--shard-size", type=_positive_int, default=None,
-        help="documents per embeddings part file and unit of resume (default 20000)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--strict", action="store_true",
-        help="fail at the first bad record instead of listing it in rejects.jsonl",
-    )  # fmt: skip
-    parser.add_argument(
         "--overwrite", action="store_true",
         help="redo the stage even if the work directory holds other embeddings",
     )  # fmt: skip
-    parser.add_argument(
-        "--trust-remote-code", action="store_true",
-        help="let the model run its own Python code (only for models you trust)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--engine", default="local", choices=["local", "ray"],
-        help="run shards in this process (local) or on a Ray cluster (ray)",
-    )  # fmt: skip
-    ray = parser.add_argument_group("Ray engine (--engine ray, see docs/scaling.md)")
-    ray.add_argument(
-        "--ray-address", default=None,
-        help="Ray cluster address: auto, HOST:6379, ray://HOST:10001 "
-        "(default: join the running local one or start one)",
-    )  # fmt: skip
-    ray.add_argument(
-        "--num-workers", type=_positive_int, default=None,
-        help="embedding actors, each loads the model once (default: one per GPU, else per CPU)",
-    )  # fmt: skip
-    ray.add_argument(
-        "--num-gpus-per-worker", type=float, default=None,
-        help="GPUs reserved by each actor (1: one model per GPU; default 0)",
-    )  # fmt: skip
+    add_section(parser, "embed", "embed")
+    add_engine_flags(parser, "one model per actor")
 
 
 def _size(n_bytes: int) -> str:
@@ -150,26 +80,17 @@ def format_summary(workdir: str, summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.cluster import engine_options
-    from clusterclip.embed import DEFAULT_SHARD_SIZE, embed
+    from clusterclip.cli.flags import engine_from_args, section_values
+    from clusterclip.embed.job import EmbedStage
+    from clusterclip.embed.options import EmbedOptions
+    from clusterclip.io import WorkDir
+    from clusterclip.runner import run_stage
 
-    result = embed(
-        args.inputs,
-        workdir=args.workdir,
-        encoder=args.encoder,
-        model=args.model,
-        text_field=args.text_field,
-        id_field=args.id_field,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        device=args.device,
-        precision=args.precision,
-        strict=args.strict,
-        overwrite=args.overwrite,
-        shard_size=args.shard_size or DEFAULT_SHARD_SIZE,
-        engine=args.engine,
-        engine_options=engine_options(args),
-        trust_remote_code=args.trust_remote_code,
+    options = EmbedOptions(**section_values(args, "embed"))
+    engine, engine_options = engine_from_args(args)
+    stage = EmbedStage(args.inputs, engine=engine, engine_options=engine_options)
+    outcome = run_stage(
+        stage, WorkDir(args.workdir), options, on_change="refuse", force=args.overwrite
     )
-    print(format_summary(args.workdir, result.summary))
+    print(format_summary(args.workdir, outcome.result.summary))
     return 0

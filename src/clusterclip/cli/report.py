@@ -26,15 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the report (default: the work directory)",
     )
-    parser.add_argument(
-        "--slices",
-        type=int,
-        default=50,
-        help="slices of training in the dynamics figure (default 50)",
-    )
-    parser.add_argument(
-        "--keywords", type=int, default=8, help="keywords per cluster in the table (default 8)"
-    )
+    from clusterclip.cli.flags import add_section
+
+    add_section(parser, "report", "report", exclude=("enabled",))
 
 
 def print_report_summary(path: Path) -> None:
@@ -66,10 +60,9 @@ def print_report_summary(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clusterclip.cli.flags import section_values
     from clusterclip.report import build_report
 
-    path = build_report(
-        args.workdir, out_dir=args.out_dir, n_slices=args.slices, n_keywords=args.keywords
-    )
+    path = build_report(args.workdir, out_dir=args.out_dir, **section_values(args, "report"))
     print_report_summary(path)
     return 0

@@ -24,94 +24,36 @@ EXAMPLE = """examples:
 """
 
 
-def _max_repeats(text: str) -> int | None:
-    if text.lower() in ("none", "inf"):
-        return None
-    try:
-        return int(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected an int or 'none', got {text!r}") from error
+#: Sections of clusterclip.config.SECTIONS shown as flag groups, in order.
+GROUPS = (
+    ("", "run"),
+    ("embed", "embed"),
+    ("cluster", "cluster"),
+    ("schedule", "schedule (budget: one of --num-samples, --num-tokens, --epochs)"),
+    ("report", "report"),
+)
 
 
-def _key_value(text: str) -> tuple[str, Any]:
-    import json
-
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)  # numbers, true/false, null, quoted strings
-    except json.JSONDecodeError:
-        return key, value
-
-
-def add_stage_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
-    """One flag per command-line option of :data:`clusterclip.config.OPTIONS`.
+def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per command-line option of every stage (generated from the option classes).
 
     Defaults are left unset (``SUPPRESS``) so that only the flags actually given
     override the config file.
     """
-    from clusterclip.config import OPTIONS
+    from clusterclip.cli.flags import add_section
 
-    groups = {
-        "": parser.add_argument_group("run"),
-        "embed": parser.add_argument_group("embed"),
-        "cluster": parser.add_argument_group("cluster"),
-        "schedule": parser.add_argument_group(
-            "schedule (budget: one of --num-samples, --num-tokens, --epochs)"
-        ),
-        "report": parser.add_argument_group("report"),
-    }
-    for option in OPTIONS:
-        if not option.cli or option.key in skip:
-            continue
-        group = groups[option.section]
-        dest = option.key.replace(".", "__")
-        default = option.default
-        hidden = default in (None, [], "") or isinstance(default, bool)
-        shown = "" if hidden else f" (default: {default})"
-        common: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS}
-        if option.kind == "bool":
-            group.add_argument(
-                option.flag,
-                action="store_const",
-                const=not default,
-                help=option.help + shown,
-                **common,
-            )
-            continue
-        if option.kind == "table":
-            group.add_argument(
-                option.flag,
-                type=_key_value,
-                action="append",
-                metavar="KEY=VALUE",
-                help=option.help,
-                **common,
-            )
-            continue
-        kind = {"int": int, "float": float, "str": str, "int_or_none": _max_repeats}[option.kind]
-        group.add_argument(
-            option.flag,
-            type=kind,
-            choices=option.choices,
-            metavar=option.name.upper() if not option.choices else None,
-            help=option.help + shown,
-            **common,
-        )
+    for section, title in GROUPS:
+        exclude = ("seed",) if section in ("embed", "cluster", "schedule") else ()
+        add_section(parser, section, title, exclude=exclude)
+    add_section(parser, "ray", "Ray engine (--engine ray; see docs/scaling.md)")
 
 
-def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """``{"section.name": value}`` for every stage flag given on the command line."""
-    from clusterclip.config import OPTIONS
+def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``{section: {name: value}}`` for every stage flag given on the command line."""
+    from clusterclip.cli.flags import section_values
+    from clusterclip.config import SECTIONS
 
-    found = {}
-    for option in OPTIONS:
-        dest = option.key.replace(".", "__")
-        if option.cli and hasattr(args, dest):
-            value = getattr(args, dest)
-            found[option.key] = dict(value) if option.kind == "table" else value
-    return found
+    return {section: section_values(args, section) for section in SECTIONS}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -190,9 +132,10 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clusterclip.pipeline import resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
-    config = build_config(args)
+    config, _source = resolve_config(build_config(args))  # every option checked before any work
     began = time.perf_counter()
     result = run_pipeline(config=config, log=lambda line: print(line, flush=True))
     print_summary(result, time.perf_counter() - began)

@@ -10,79 +10,48 @@ from typing import Any
 HELP = "build the training order (schedule.npy + schedule.json) from cluster labels"
 DESCRIPTION = (
     "Build a ClusterClip schedule: clusters drawn uniformly (or by weight), documents in "
-    "shuffled passes, every document clipped at --max-repeats. Labels come from a .npy "
-    "array or a parquet column (clusters.parquet of `clusterclip cluster`); negative "
-    "labels are excluded. Prints a one-screen summary."
+    "shuffled passes, every document clipped at --max-repeats. With --workdir the labels "
+    "(and token counts) come from a clustered work directory and the schedule is that "
+    "directory's schedule stage (skipped when up to date, like `clusterclip run`). Without "
+    "it, labels come from a .npy array or a parquet column (--labels) and the schedule is "
+    "written to --out; negative labels are excluded. Prints a one-screen summary."
 )
-EXAMPLE = """example:
-  clusterclip schedule --labels work/clusters.parquet --label-column cluster \\
-      --policy clusterclip --max-repeats 4 --num-samples 1000000 --seed 0 \\
-      --out work/schedule.npy
-  clusterclip schedule --labels labels.npy --num-tokens 2000000000 \\
-      --lengths work/documents.parquet --length-column n_tokens --order planned \\
-      --seed 0 --out schedule.npy
+EXAMPLE = """examples:
+  clusterclip schedule --workdir work --max-repeats 4 --num-samples 1000000 --seed 0
+  clusterclip schedule --workdir work --num-tokens 2000000000 --order planned
+  clusterclip schedule --labels labels.npy --num-samples 100000 --out schedule.npy
 """
 
 
-def _repeats(text: str) -> int | None:
-    if text.lower() in ("none", "inf", "infinity"):
-        return None
-    try:
-        return int(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected an int or 'none', got {text!r}") from error
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--labels", required=True, type=Path, help=".npy array or .parquet file")
-    parser.add_argument(
+    from clusterclip.cli.flags import add_section
+
+    source = parser.add_argument_group("where (one of --workdir or --labels)")
+    source.add_argument(
+        "--workdir", type=Path, help="clustered work directory: read its labels, write its schedule"
+    )
+    source.add_argument("--labels", type=Path, help=".npy array or .parquet file of labels")
+    source.add_argument(
         "--label-column",
         default="cluster",
         help="parquet column holding the labels (default: cluster)",
     )
-    parser.add_argument(
-        "--policy",
-        default="clusterclip",
-        choices=["clusterclip", "uniform", "temperature", "random"],
+    source.add_argument(
+        "--lengths", type=Path, help=".npy or .parquet file of tokens per document (--num-tokens)"
     )
-    parser.add_argument(
-        "--max-repeats",
-        type=_repeats,
-        default=4,
-        help="most appearances of a document (R); 'none' = no clip (default: 4)",
-    )
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--num-samples", type=int, help="budget in draws (documents)")
-    budget.add_argument("--num-tokens", type=int, help="budget in tokens (needs --lengths)")
-    parser.add_argument(
-        "--lengths", type=Path, help=".npy array or .parquet file of tokens per document"
-    )
-    parser.add_argument(
+    source.add_argument(
         "--length-column",
         default="n_tokens",
-        help="parquet column holding the lengths (default: n_tokens)",
+        help="parquet column of the lengths (default: n_tokens)",
     )
-    parser.add_argument("--alpha", type=float, help="temperature exponent (--policy temperature)")
-    parser.add_argument("--cluster-weights", type=Path, help=".npy array: weight per cluster id")
-    parser.add_argument(
-        "--order",
-        default="online",
-        choices=["online", "planned"],
-        help="online: the paper's rule; planned: per-cluster draws planned "
-        "for the budget and spread evenly (default: online)",
+    source.add_argument(
+        "--cluster-weights", type=Path, help=".npy array: weight per cluster id (with --labels)"
     )
-    parser.add_argument(
-        "--on-exhausted",
-        default="stop",
-        choices=["stop", "random", "error"],
-        help="when every cluster is clipped before the budget (default: stop)",
+    source.add_argument(
+        "--out", type=Path, help="output .npy with --labels (sidecar .json next to it)"
     )
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument(
-        "--out", type=Path, required=True, help="output .npy (sidecar .json next to it)"
-    )
-    parser.add_argument(
-        "--workdir", type=Path, help="record a `schedule` stage in this work directory's manifest"
+    add_section(
+        parser, "schedule", "schedule (budget: one of --num-samples, --num-tokens, --epochs)"
     )
 
 
@@ -124,6 +93,43 @@ def _read_column(path: Path, column: str, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clusterclip.cli.flags import section_values
+    from clusterclip.errors import ClusterClipError
+    from clusterclip.schedule.options import ScheduleOptions
+
+    options = ScheduleOptions(**section_values(args, "schedule"))
+    if (args.workdir is None) == (args.labels is None):
+        raise ClusterClipError(
+            "give exactly one of --workdir W (a clustered work directory) or --labels FILE "
+            "(with --out FILE)."
+        )
+    if args.workdir is not None:
+        for flag, value in (("--out", args.out), ("--lengths", args.lengths),
+                            ("--cluster-weights", args.cluster_weights)):  # fmt: skip
+            if value is not None:
+                raise ClusterClipError(
+                    f"{flag} applies with --labels only; with --workdir the schedule is "
+                    "W/schedule.npy and the token counts come from W. Drop it."
+                )
+        return _run_workdir(args.workdir, options)
+    if args.out is None:
+        raise ClusterClipError("--labels needs --out FILE (the schedule .npy to write).")
+    return _run_files(args, options)
+
+
+def _run_workdir(workdir: Path, options: Any) -> int:
+    from clusterclip.io import WorkDir
+    from clusterclip.runner import run_stage
+    from clusterclip.schedule.stage import ScheduleStage
+
+    work = WorkDir(workdir)
+    outcome = run_stage(ScheduleStage(), work, options, log=print)
+    warnings_seen = outcome.summary.get("warnings", [])
+    print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen))
+    return 0
+
+
+def _run_files(args: argparse.Namespace, options: Any) -> int:
     import numpy as np
 
     from clusterclip.progress import progress_bar
@@ -136,21 +142,15 @@ def run(args: argparse.Namespace) -> int:
     weights = None
     if args.cluster_weights is not None:
         weights = _read_column(args.cluster_weights, "weight", "cluster-weights")
+    budget = options.budget(int((np.asarray(labels) >= 0).sum()))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         stream = open_stream(
-            labels,
-            policy=args.policy,
-            max_repeats=args.max_repeats,
-            num_samples=args.num_samples,
-            num_tokens=args.num_tokens,
-            lengths=lengths,
-            alpha=args.alpha,
-            cluster_weights=weights,
-            order=args.order,
-            on_exhausted=args.on_exhausted,
-            seed=args.seed,
-        )
+            labels, policy=options.policy, max_repeats=options.max_repeats,
+            num_samples=budget["num_samples"], num_tokens=budget["num_tokens"], lengths=lengths,
+            alpha=options.alpha, cluster_weights=weights, order=options.order,
+            on_exhausted=options.on_exhausted, seed=options.seed,
+        )  # fmt: skip
         parts = []
         with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
             for block in stream.blocks(0):
@@ -159,35 +159,8 @@ def run(args: argparse.Namespace) -> int:
         indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     schedule = materialise(stream, indices)
     out = schedule.save(args.out)
-    if args.workdir is not None:
-        _record_stage(args.workdir, out, schedule, args)
     print(summary(schedule, stream.prep.labels, out, [str(w.message) for w in caught]))
     return 0
-
-
-def _record_stage(workdir: Path, out: Path, schedule: Any, args: argparse.Namespace) -> None:
-    from clusterclip.io import fingerprint_file, read_stage, versions, write_stage
-
-    inputs = {}
-    cluster = read_stage(workdir, "cluster")
-    if cluster is not None and "clusters" in cluster.get("outputs", {}):
-        inputs["cluster.clusters"] = cluster["outputs"]["clusters"]
-    write_stage(
-        workdir,
-        "schedule",
-        {
-            "config": schedule.config.to_dict(),
-            "inputs": inputs,
-            "outputs": {"schedule": fingerprint_file(out)},
-            "versions": versions(),
-            "stats": {
-                k: v
-                for k, v in schedule.stats.to_dict().items()
-                if k not in ("draws_per_cluster", "clip_step", "planned_draws")
-            },
-            "complete": True,
-        },
-    )
 
 
 def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> str:

@@ -18,33 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.kmeans import KMeans, _check_int, assign
-from clusterclip.errors import ClusterClipError, invalid, require_extra
-from clusterclip.io import (
-    atomic_path,
-    check_upstream,
-    fingerprint_file,
-    read_manifest,
-    require_stage,
-    versions,
-    write_stage,
-)
+from clusterclip.cluster.kmeans import KMeans, assign
+from clusterclip.cluster.options import ClusterOptions
+from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
+from clusterclip.io import WorkDir, atomic_path, versions
+from clusterclip.runner import StageOutput, run_stage
 
-__all__ = ["ASSIGN_ENGINES", "ClusterResult", "cluster", "cluster_summary"]
-
-CENTROIDS_NAME = "centroids.npy"
-CLUSTERS_NAME = "clusters.parquet"
-
-#: Config keys that change the result (a rerun with other values must not skip).
-IDENTITY_KEYS = (
-    "n_clusters",
-    "seed",
-    "n_iter",
-    "max_points_per_centroid",
-    "init",
-    "n_init",
-    "backend",
-)
+__all__ = ["ASSIGN_ENGINES", "ClusterResult", "ClusterStage", "cluster", "cluster_summary"]
 
 
 @dataclass(frozen=True)
@@ -196,69 +176,17 @@ def cluster_summary(labels: np.ndarray, scores: np.ndarray, n_clusters: int) -> 
 # ------------------------------------------------------------------ stage
 
 
-def _changes(workdir: Path, previous: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
-    """What differs between a recorded run and this one: settings, then upstream outputs."""
-    changed = []
-    for key in IDENTITY_KEYS:
-        was, now = previous.get("config", {}).get(key), config.get(key)
-        if was != now:
-            changed.append(f"{key} was {was!r}, now {now!r}")
-    return changed + check_upstream(workdir, "cluster", previous.get("inputs", {}))
-
-
-def _outputs_intact(workdir: Path, outputs: Mapping[str, str]) -> bool:
-    for key, name in (("clusters", CLUSTERS_NAME), ("centroids", CENTROIDS_NAME)):
-        path = workdir / name
-        if not path.exists() or fingerprint_file(path) != outputs.get(key):
-            return False
-    return True
-
-
-def _load_result(workdir: Path, entry: Mapping[str, Any]) -> ClusterResult:
-    pq = require_extra("pyarrow.parquet", "io")
-    table = pq.read_table(workdir / CLUSTERS_NAME, columns=["cluster", "score"])
-    return ClusterResult(
-        workdir=workdir,
-        labels=table.column("cluster").to_numpy().astype(np.int32),
-        scores=table.column("score").to_numpy().astype(np.float32),
-        centroids=np.load(workdir / CENTROIDS_NAME),
-        summary=dict(entry.get("summary", {})),
-        skipped=True,
-    )
-
-
-def _read_status(workdir: Path) -> np.ndarray:
-    """Boolean ``ok`` mask of the documents, in index order."""
-    pq = require_extra("pyarrow.parquet", "io")
-    path = workdir / "documents.parquet"
-    if not path.exists():
-        raise ClusterClipError(
-            f"{path} is missing although the manifest lists the embed stage. "
-            "Rerun `clusterclip embed INPUT... --workdir W --overwrite`."
-        )
-    table = pq.read_table(path, columns=["index", "status"])
-    index = table.column("index").to_numpy()
-    if not np.array_equal(index, np.arange(len(index))):
-        raise ClusterClipError(
-            f"{path}: column `index` is not 0..N-1 in order. "
-            "Rerun `clusterclip embed INPUT... --workdir W --overwrite`."
-        )
-    compute = require_extra("pyarrow.compute", "io")
-    ok = compute.equal(table.column("status"), "ok").to_numpy(zero_copy_only=False)
-    return np.asarray(ok, dtype=bool)
-
-
 def cluster(
     workdir: str | Path,
     *,
     n_clusters: int,
-    seed: int = 0,
-    n_iter: int = 20,
-    max_points_per_centroid: int = 256,
-    init: str = "k-means++",
-    n_init: int = 1,
-    backend: str = "auto",
-    batch_size: int = 65536,
+    seed: int = ClusterOptions.seed,
+    n_iter: int = ClusterOptions.n_iter,
+    max_points_per_centroid: int = ClusterOptions.max_points_per_centroid,
+    init: str = ClusterOptions.init,
+    n_init: int = ClusterOptions.n_init,
+    backend: str = ClusterOptions.backend,
+    assign_batch_size: int = ClusterOptions.assign_batch_size,
     overwrite: bool = False,
     engine: str = "local",
     engine_options: Mapping[str, Any] | None = None,
@@ -275,10 +203,10 @@ def cluster(
     seed : int
         Seeds the fit sample, the seeding and the empty-cluster splits.
     n_iter, max_points_per_centroid, init, n_init, backend
-        See :class:`~clusterclip.cluster.KMeans`. The fit uses at most
-        ``max_points_per_centroid * n_clusters`` documents (``summary["sample_size"]``).
-    batch_size : int
-        Embedding rows read per block (memory: ``batch_size * (d + K) * 4`` bytes).
+        See :class:`~clusterclip.cluster.KMeans` and :class:`ClusterOptions`. The fit
+        uses at most ``max_points_per_centroid * n_clusters`` documents (``summary["sample_size"]``).
+    assign_batch_size : int
+        Embedding rows read per block (memory: ``assign_batch_size * (d + K) * 4`` bytes).
     overwrite : bool
         Replace a previous result made with other settings or inputs (otherwise refuse).
     engine : {"local", "ray"}
@@ -304,92 +232,105 @@ def cluster(
     >>> result.summary["sizes"]  # doctest: +SKIP
     {'min': 12, 'median': 290.0, 'max': 1873}
     """
+    options = ClusterOptions(
+        n_clusters=n_clusters, seed=seed, n_iter=n_iter,
+        max_points_per_centroid=max_points_per_centroid, init=init, n_init=n_init,
+        backend=backend, assign_batch_size=assign_batch_size,
+    )  # fmt: skip
+    stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress)
+    outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
+    return outcome.result
+
+
+class ClusterStage:
+    """The cluster stage in the runner's contract (:mod:`clusterclip.runner`).
+
+    ``engine``, ``engine_options`` and ``progress`` say where and how the
+    assignment runs; they are not part of the configuration (same result).
+    """
+
+    name = "cluster"
+    artifacts = ("clusters", "centroids")
+
+    def __init__(
+        self,
+        *,
+        engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+        progress: bool = False,
+    ) -> None:
+        if engine not in ASSIGN_ENGINES:
+            raise invalid(
+                "engine", f"one of {list(ASSIGN_ENGINES)}", engine, "Pass engine='local'."
+            )
+        self.engine = engine
+        self.engine_options = dict(engine_options or {})
+        self.progress = progress
+
+    def inputs(self, work: WorkDir, options: ClusterOptions) -> dict[str, Any]:
+        """The embed stage's outputs this stage reads."""
+        work.require("embed")
+        return {"embed.documents": work.output("embed.documents"),
+                "embed.embeddings": work.output("embed.embeddings")}  # fmt: skip
+
+    def load(self, work: WorkDir, entry: Mapping[str, Any]) -> ClusterResult:
+        """The finished stage's result, without recomputing anything."""
+        return ClusterResult(
+            workdir=work.path, labels=work.labels(), scores=work.scores(),
+            centroids=work.centroids(), summary=dict(entry.get("summary", {})), skipped=True,
+        )  # fmt: skip
+
+    def run(self, work: WorkDir, options: ClusterOptions, *, resume: bool) -> StageOutput:
+        """Fit k-means on a sample, assign every document, write the outputs."""
+        return _run_cluster(work, options, self)
+
+
+def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) -> StageOutput:
     from clusterclip.cluster.backends import get_backend
-    from clusterclip.io.shards import ShardedMatrix
 
     started = time.perf_counter()
-    workdir = Path(workdir)
-    if engine not in ASSIGN_ENGINES:
-        raise invalid("engine", f"one of {list(ASSIGN_ENGINES)}", engine, "Pass engine='local'.")
-    batch_size = _check_int("batch_size", batch_size, 1, "Pass e.g. batch_size=65536.")
+    if options.n_clusters is None:
+        raise invalid("n_clusters", "an int in [1, inf)", None, f"Pass {hint('n_clusters', 100)}.")
     model = KMeans(
-        n_clusters,
-        seed=seed,
-        n_iter=n_iter,
-        max_points_per_centroid=max_points_per_centroid,
-        init=init,
-        n_init=n_init,
-        backend=backend,
-        batch_size=batch_size,
-        verbose=progress,
-    )
+        options.n_clusters, seed=options.seed, n_iter=options.n_iter,
+        max_points_per_centroid=options.max_points_per_centroid, init=options.init,
+        n_init=options.n_init, backend=options.backend, batch_size=options.assign_batch_size,
+        verbose=stage.progress,
+    )  # fmt: skip
     model._validate()
-    embed_entry = require_stage(workdir, "embed")
-    embed_outputs = embed_entry.get("outputs", {})
-    inputs = {
-        "embed.documents": embed_outputs.get("documents"),
-        "embed.embeddings": embed_outputs.get("embeddings"),
-    }
-    config = {
-        "n_clusters": int(n_clusters),
-        "seed": int(seed),
-        "n_iter": int(n_iter),
-        "max_points_per_centroid": int(max_points_per_centroid),
-        "init": init,
-        "n_init": int(n_init),
-        "backend": backend,
-        "batch_size": batch_size,
-        "engine": engine,
-    }
-    previous = read_manifest(workdir)["stages"].get("cluster")
-    if previous and previous.get("complete"):
-        changed = _changes(workdir, previous, config)
-        if not changed and _outputs_intact(workdir, previous.get("outputs", {})):
-            return _load_result(workdir, previous)
-        if changed and not overwrite:
-            raise ClusterClipError(
-                f"work directory {workdir} holds clusters made with other settings or inputs: "
-                + "; ".join(changed)
-                + ". Pass overwrite=True (--overwrite) to replace them, or use another --workdir."
-            )
-
-    ok = _read_status(workdir)
-    embeddings = ShardedMatrix.from_directory(workdir / "embeddings")
+    ok = work.ok_mask()
+    embeddings = work.embeddings()
     if embeddings.shape[0] != len(ok):
         raise ClusterClipError(
-            f"{workdir / 'embeddings'} holds {embeddings.shape[0]} rows but documents.parquet "
-            f"lists {len(ok)} documents. Rerun `clusterclip embed INPUT... --workdir W --overwrite`."
+            f"the embeddings of {work.path} hold {embeddings.shape[0]} rows but the document "
+            f"index lists {len(ok)} documents. Rerun `clusterclip embed INPUT... --workdir W "
+            "--overwrite`."
         )
     usable = np.flatnonzero(ok)
-    if int(n_clusters) > len(usable):
+    if options.n_clusters > len(usable):
         raise invalid(
             "n_clusters",
             f"an int in [1, {len(usable)}] (no more clusters than usable documents: "
             f"{len(usable)} of {len(ok)} documents are ok)",
-            n_clusters,
-            f"Pass --n-clusters {max(len(usable), 1)} or fewer, or embed more documents.",
+            options.n_clusters,
+            f"Pass {hint('n_clusters', max(len(usable), 1))} or fewer, or embed more documents.",
         )
     data = embeddings if len(usable) == len(ok) else _RowView(embeddings, usable)
     model.fit(data)
     fitted = time.perf_counter()
     centroids = model.cluster_centers_
-    resolved = get_backend(backend).name
-    labels, scores = ASSIGN_ENGINES[engine](
-        embeddings,
-        centroids,
-        backend=resolved,
-        batch_size=batch_size,
-        options=dict(engine_options or {}),
-        progress=progress,
-    )
+    labels, scores = ASSIGN_ENGINES[stage.engine](
+        embeddings, centroids, backend=get_backend(options.backend).name,
+        batch_size=options.assign_batch_size, options=stage.engine_options,
+        progress=stage.progress,
+    )  # fmt: skip
     labels = np.asarray(labels, dtype=np.int32)
     scores = np.asarray(scores, dtype=np.float32)
     labels[~ok] = -1
     scores[~ok] = 0.0
     assigned = time.perf_counter()
-
-    outputs = _write_outputs(workdir, labels, scores, centroids)
-    summary = cluster_summary(labels, scores, int(n_clusters))
+    outputs = _write_outputs(work, labels, scores, centroids)
+    summary = cluster_summary(labels, scores, int(options.n_clusters))
     summary.update(
         {
             "objective": round(model.objective_, 6),
@@ -404,19 +345,14 @@ def cluster(
             },
         }
     )
-    entry: dict[str, Any] = {
-        "config": config,
-        "inputs": inputs,
-        "outputs": outputs,
-        "summary": summary,
+    record: dict[str, Any] = {
         "fit_stats": model.stats_,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
-        "complete": True,
     }
-    if model.backend_ == "faiss" or backend in ("auto", "faiss"):
-        entry["blas"] = _blas_record()
-    write_stage(workdir, "cluster", entry)
-    return ClusterResult(workdir, labels, scores, centroids, summary, skipped=False)
+    if model.backend_ == "faiss" or options.backend in ("auto", "faiss"):
+        record["blas"] = _blas_record()
+    result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False)
+    return StageOutput(outputs, summary, record, result)
 
 
 def _blas_record() -> dict[str, Any]:
@@ -430,11 +366,11 @@ def _blas_record() -> dict[str, Any]:
 
 
 def _write_outputs(
-    workdir: Path, labels: np.ndarray, scores: np.ndarray, centroids: np.ndarray
+    work: WorkDir, labels: np.ndarray, scores: np.ndarray, centroids: np.ndarray
 ) -> dict[str, str]:
     pa = require_extra("pyarrow", "io")
     pq = require_extra("pyarrow.parquet", "io")
-    with atomic_path(workdir / CENTROIDS_NAME) as tmp, open(tmp, "wb") as handle:
+    with atomic_path(work.path_of("centroids")) as tmp, open(tmp, "wb") as handle:
         np.save(handle, np.ascontiguousarray(centroids, dtype=np.float32))
     table = pa.table(
         {
@@ -443,9 +379,6 @@ def _write_outputs(
             "score": pa.array(scores.astype(np.float32)),
         }
     )
-    with atomic_path(workdir / CLUSTERS_NAME) as tmp:
+    with atomic_path(work.path_of("clusters")) as tmp:
         pq.write_table(table, tmp)
-    return {
-        "clusters": fingerprint_file(workdir / CLUSTERS_NAME),
-        "centroids": fingerprint_file(workdir / CENTROIDS_NAME),
-    }
+    return {"clusters": work.fingerprint("clusters"), "centroids": work.fingerprint("centroids")}

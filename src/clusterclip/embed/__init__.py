@@ -16,16 +16,20 @@ from clusterclip.embed.job import (
     DEFAULT_SHARD_SIZE,
     ENGINES,
     EmbedResult,
+    EmbedStage,
     embed,
     embed_shard,
     open_embeddings,
     run_shards_local,
 )
+from clusterclip.embed.options import EmbedOptions
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
     "ENGINES",
+    "EmbedOptions",
     "EmbedResult",
+    "EmbedStage",
     "Encoder",
     "EncoderSpec",
     "embed",

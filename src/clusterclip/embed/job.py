@@ -37,7 +37,6 @@ import numpy as np
 
 from clusterclip.embed.encoders import (
     TFIDF_SAMPLE,
-    TFIDF_STATE,
     EncoderSpec,
     ensure_static_model,
     fit_tfidf,
@@ -46,16 +45,9 @@ from clusterclip.embed.encoders import (
     spec_to_dict,
 )
 from clusterclip.embed.index import IndexRows, write_documents, write_fragment
+from clusterclip.embed.options import EmbedOptions
 from clusterclip.errors import ClusterClipError, MissingDependencyError, invalid, require_extra
-from clusterclip.io import (
-    atomic_path,
-    atomic_write_json,
-    fingerprint_file,
-    read_manifest,
-    require_stage,
-    versions,
-    write_stage,
-)
+from clusterclip.io import WorkDir, atomic_path, fingerprint_file, versions
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
@@ -66,21 +58,21 @@ from clusterclip.io.readers import (
 )
 from clusterclip.io.shards import ShardedMatrix
 from clusterclip.progress import progress_bar, progress_enabled
+from clusterclip.runner import StageOutput, run_stage
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
     "ENGINES",
     "EmbedResult",
+    "EmbedStage",
     "embed",
     "embed_shard",
     "open_embeddings",
     "run_shards_local",
 ]
 
-DEFAULT_SHARD_SIZE = 20_000
-STATE_DIR = ".embed-state"
-#: Config keys whose change makes existing embeddings invalid.
-IDENTITY_KEYS = ("inputs", "text_field", "id_field", "encoder", "model", "max_length", "shard_size")
+#: Documents per embeddings part (declared once, on :class:`EmbedOptions`).
+DEFAULT_SHARD_SIZE = EmbedOptions.shard_size
 
 ShardIter = Iterator[tuple[int, list[str]]]
 #: Yields ``(shard id, float16 embeddings, int64 token counts)`` in shard order.
@@ -167,11 +159,11 @@ def _executor(engine: str) -> Executor:
 class _Plan:
     """Paths and resume checks of one work directory."""
 
-    def __init__(self, workdir: Path, shard_size: int) -> None:
-        self.workdir = workdir
+    def __init__(self, work: WorkDir, shard_size: int) -> None:
+        self.work = work
         self.shard_size = shard_size
-        self.state = workdir / STATE_DIR
-        self.parts = workdir / "embeddings"
+        self.state = work.path_of("embed_state")
+        self.parts = work.path_of("embeddings")
 
     def fragment(self, shard: int) -> Path:
         return self.state / f"index-{shard:05d}.parquet"
@@ -197,32 +189,11 @@ def _input_config(inputs: Any) -> tuple[list[str], dict[str, Any]]:
     return [str(path) for path in paths], {str(path): fingerprint_input(path) for path in paths}
 
 
-def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    lines = []
-    for key in IDENTITY_KEYS:
-        if old.get("config", {}).get(key) != new["config"].get(key):
-            was, now = old.get("config", {}).get(key), new["config"].get(key)
-            lines.append(f"{key}: was {was!r}, now {now!r}")
-    old_inputs, new_inputs = old.get("inputs", {}), new["inputs"]
-    for name in sorted(set(old_inputs) & set(new_inputs)):
-        if old_inputs[name] != new_inputs[name]:
-            lines.append(f"input {name} changed (size or content)")
-    return lines
-
-
-def _refuse(workdir: Path, lines: list[str], what: str) -> ClusterClipError:
-    shown = "; ".join(lines[:8]) + (f"; and {len(lines) - 8} more" if len(lines) > 8 else "")
-    return ClusterClipError(
-        f"work directory {workdir} holds {what} made with different inputs or settings "
-        f"({shown}). Pass --overwrite (overwrite=True) to redo it, or use another --workdir."
-    )
-
-
-def _clear(workdir: Path) -> None:
-    shutil.rmtree(workdir / STATE_DIR, ignore_errors=True)
-    shutil.rmtree(workdir / "embeddings", ignore_errors=True)
-    for name in ("documents.parquet", "rejects.jsonl", TFIDF_STATE):
-        (workdir / name).unlink(missing_ok=True)
+def _clear(work: WorkDir) -> None:
+    for artifact in ("embed_state", "embeddings"):
+        shutil.rmtree(work.path_of(artifact), ignore_errors=True)
+    for artifact in ("documents", "rejects", "tfidf"):
+        work.path_of(artifact).unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- the job
@@ -241,7 +212,7 @@ def embed(
     device: str = "auto",
     strict: bool = False,
     overwrite: bool = False,
-    shard_size: int = DEFAULT_SHARD_SIZE,
+    shard_size: int = EmbedOptions.shard_size,
     engine: str = "local",
     trust_remote_code: bool = False,
     engine_options: dict[str, Any] | None = None,
@@ -303,76 +274,147 @@ def embed(
     >>> result.embeddings.shape  # doctest: +SKIP
     (31102, 256)
     """
-    if not isinstance(shard_size, int) or shard_size < 1:
-        raise invalid("shard_size", "an int in [1, inf)", shard_size)
-    executor = _executor(engine)
-    start_time = time.perf_counter()
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    spec = EncoderSpec(
-        encoder=encoder, model=model, max_length=max_length, batch_size=batch_size,
-        device=device, trust_remote_code=trust_remote_code, precision=precision,
-        state_dir=str(workdir.resolve()), seed=seed,
+    options = EmbedOptions(
+        encoder=encoder, model=model, text_field=text_field, id_field=id_field,
+        batch_size=batch_size, max_length=max_length, device=device, precision=precision,
+        strict=strict, shard_size=shard_size, trust_remote_code=trust_remote_code, seed=seed,
     )  # fmt: skip
-    input_names, input_fingerprints = _input_config(inputs)
-    config = {
-        "inputs": input_names,
-        "text_field": text_field,
-        "id_field": id_field,
-        "encoder": encoder,
-        "model": spec.model_id(),
-        "max_length": max_length,
-        "shard_size": shard_size,
-        "batch_size": batch_size,
-        "device": device,
-        "precision": precision,
-        "strict": strict,
-        "engine": engine,
-        "trust_remote_code": trust_remote_code,
-        "seed": seed,
-    }
-    run = {"config": config, "inputs": input_fingerprints}
+    stage = EmbedStage(inputs, engine=engine, engine_options=engine_options)
+    outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
+    return outcome.result
 
-    # -- rerun checks --
-    plan = _Plan(workdir, shard_size)
-    previous = read_manifest(workdir)["stages"].get("embed")
-    run_file = plan.state / "run.json"
-    if overwrite:
-        _clear(workdir)
-        if previous:  # until this run completes, the old entry must not look valid
-            write_stage(workdir, "embed", {**previous, "complete": False})
-    elif previous and previous.get("complete"):
-        changes = _changes(previous, run)
-        if changes:
-            raise _refuse(workdir, changes, "embeddings")
-        if (workdir / "documents.parquet").exists():
-            return _result(workdir, {**previous.get("summary", {}), "up_to_date": True})
-    elif run_file.exists():
-        import json
 
-        changes = _changes(json.loads(run_file.read_text("utf-8")), run)
-        if changes:
-            raise _refuse(workdir, changes, "an unfinished embed run")
-    atomic_write_json(run_file, run)
+class EmbedStage:
+    """The embed stage in the runner's contract (:mod:`clusterclip.runner`).
+
+    Parameters
+    ----------
+    inputs : path, glob, directory, sequence of them, or datasets.Dataset
+        The corpus.
+    engine : {"local", "ray"}
+        Where shards are embedded (not part of the configuration: both give
+        the same files); ``engine_options`` go to the executor.
+    """
+
+    name = "embed"
+    artifacts = ("documents", "rejects", "embeddings")
+
+    def __init__(
+        self, inputs: Any, *, engine: str = "local", engine_options: dict[str, Any] | None = None
+    ) -> None:
+        self.source = inputs
+        self.engine = engine
+        self.engine_options = dict(engine_options or {})
+        self._names, self._fingerprints = _input_config(inputs)
+
+    def inputs(self, work: WorkDir, options: EmbedOptions) -> dict[str, Any]:
+        """One content fingerprint per corpus file (or the dataset's fingerprint)."""
+        return dict(self._fingerprints)
+
+    def load(self, work: WorkDir, entry: dict[str, Any]) -> EmbedResult:
+        """The finished stage's result, without recomputing anything."""
+        return _result(work, {**entry.get("summary", {}), "up_to_date": True})
+
+    def run(self, work: WorkDir, options: EmbedOptions, *, resume: bool) -> StageOutput:
+        """Embed every shard not finished yet; write the index and the manifest record."""
+        return _run_embed(work, options, self, resume=resume)
+
+
+def _run_embed(
+    work: WorkDir, options: EmbedOptions, stage: EmbedStage, *, resume: bool
+) -> StageOutput:
+    executor = _executor(stage.engine)
+    start_time = time.perf_counter()
+    workdir = work.path
+    spec = EncoderSpec(
+        encoder=options.encoder, model=options.model, max_length=options.max_length,
+        batch_size=options.batch_size, device=options.device,
+        trust_remote_code=options.trust_remote_code, precision=options.precision,
+        state_dir=str(workdir.resolve()), seed=options.seed,
+    )  # fmt: skip
+    plan = _Plan(work, options.shard_size)
+    if not resume:
+        _clear(work)
     for directory in (plan.state, plan.parts):  # temp files of a killed run
         for stale in directory.glob(".*.tmp") if directory.is_dir() else ():
             stale.unlink(missing_ok=True)
+    local = _prepare_encoder(work, options, spec, stage.source)
+    stream = iter_records(
+        stage.source, text_field=options.text_field, id_field=options.id_field,
+        strict=options.strict,
+    )  # fmt: skip
+    stats = _embed_shards(plan, stream, executor, spec, stage, local.dim)
+    n_documents = sum(stream.counts.values())
+    if n_documents == 0:
+        raise ClusterClipError(f"inputs {stage._names} hold no records. Check the files.")
+    n_shards = stats["shards"]
+    for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
+        old.unlink()  # left over from a longer corpus of an earlier run
+    counts = write_documents(
+        [plan.fragment(s) for s in range(n_shards)], documents_path=work.path_of("documents"),
+        rejects_path=work.path_of("rejects"),
+    )  # fmt: skip
+    parts = [plan.part(s) for s in range(n_shards)]
+    elapsed = time.perf_counter() - start_time
+    summary = {
+        "documents": n_documents,
+        "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
+        "dim": local.dim,
+        "shards": n_shards,
+        "shards_resumed": stats["resumed"],
+        "seconds": round(elapsed, 3),
+        "docs_per_second": round(stats["embedded_docs"] / elapsed, 1) if elapsed else None,
+        "bytes": {
+            "embeddings": sum(p.stat().st_size for p in parts),
+            "documents": work.path_of("documents").stat().st_size,
+            "rejects": work.path_of("rejects").stat().st_size,
+        },
+        "replaced_utf8_lines": stream.replaced_utf8_lines,
+        "blank_lines": stream.blank_lines,
+        "text_fields": dict(stream.text_fields),
+        "encoder": local.describe(),
+    }
+    outputs = {
+        "documents": work.fingerprint("documents"),
+        "embeddings": _fingerprint_parts(parts),
+    }
+    record = {
+        "sources": list(stage._names),
+        "counts": summary["counts"],
+        "dim": local.dim,
+        "encoder": local.describe(),
+        "spec": spec_to_dict(spec),
+        "versions": versions(
+            "pyarrow", "torch", "sentence-transformers", "transformers", "model2vec",
+            "scikit-learn", "tokenizers",
+        ),
+    }  # fmt: skip
+    shutil.rmtree(plan.state, ignore_errors=True)
+    return StageOutput(outputs, summary, record, lambda: _result(work, summary))
 
-    # -- prepare the encoder (distil / fit once, on the driver) --
-    if encoder == "static":
+
+def _prepare_encoder(work: WorkDir, options: EmbedOptions, spec: EncoderSpec, source: Any) -> Any:
+    """Distil / fit the encoder once, on the driver; return a local instance."""
+    if options.encoder == "static":
         ensure_static_model(spec)
-    if encoder == "tfidf" and not (workdir / TFIDF_STATE).exists():
-        stream = iter_records(inputs, text_field=text_field, id_field=id_field, strict=strict)
+    if options.encoder == "tfidf" and not work.exists("tfidf"):
+        stream = iter_records(
+            source, text_field=options.text_field, id_field=options.id_field,
+            strict=options.strict,
+        )  # fmt: skip
         texts = ((r.index, r.text) for r in stream if r.status == "ok")
         fit_tfidf(
-            sample_for_fit(texts, size=TFIDF_SAMPLE, seed=seed),
-            path=workdir / TFIDF_STATE, seed=seed,
+            sample_for_fit(texts, size=TFIDF_SAMPLE, seed=options.seed),
+            path=work.path_of("tfidf"), seed=options.seed,
         )  # fmt: skip
-    local = get_encoder(spec)
-    dim = local.dim
+    return get_encoder(spec)
 
-    # -- plan / work / write --
-    stream = iter_records(inputs, text_field=text_field, id_field=id_field, strict=strict)
+
+def _embed_shards(
+    plan: _Plan, stream: Any, executor: Executor, spec: EncoderSpec, stage: EmbedStage, dim: int
+) -> dict[str, int]:
+    """Plan shards from the record stream, run them on the executor, write them as they return."""
+    shard_size = plan.shard_size
     # shard -> (its index rows, ok positions): the index fragment is written when
     # the shard's token counts come back with its embeddings
     pending: dict[int, tuple[IndexRows, np.ndarray]] = {}
@@ -406,9 +448,9 @@ def embed(
                 yield task
 
     plan.parts.mkdir(parents=True, exist_ok=True)
-    total = _count_records(inputs) if progress_enabled() else None
+    total = _count_records(stage.source) if progress_enabled() else None
     with progress_bar(total=total, desc="embed", unit="doc") as bar:
-        for shard, vectors, tokens in executor(spec, shard_iter(), **(engine_options or {})):
+        for shard, vectors, tokens in executor(spec, shard_iter(), **stage.engine_options):
             rows, positions = pending.pop(shard)
             n_rows = len(rows)
             if vectors.shape != (len(positions), dim) or tokens.shape != (len(positions),):
@@ -427,69 +469,7 @@ def embed(
                 os.fsync(handle.fileno())
             stats["embedded_docs"] += n_rows
             bar.update(n_rows)
-    n_documents = sum(stream.counts.values())
-    if n_documents == 0:
-        raise ClusterClipError(f"inputs {input_names} hold no records. Check the files.")
-    n_shards = stats["shards"]
-    for stale in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
-        stale.unlink()  # left over from a longer corpus of an earlier run
-
-    # -- index, manifest --
-    fragments = [plan.fragment(s) for s in range(n_shards)]
-    counts = write_documents(
-        fragments, documents_path=workdir / "documents.parquet",
-        rejects_path=workdir / "rejects.jsonl",
-    )  # fmt: skip
-    parts = [plan.part(s) for s in range(n_shards)]
-    elapsed = time.perf_counter() - start_time
-    embeddings_bytes = sum(p.stat().st_size for p in parts)
-    summary = {
-        "documents": n_documents,
-        "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
-        "dim": dim,
-        "shards": n_shards,
-        "shards_resumed": stats["resumed"],
-        "seconds": round(elapsed, 3),
-        "docs_per_second": round(stats["embedded_docs"] / elapsed, 1) if elapsed else None,
-        "bytes": {
-            "embeddings": embeddings_bytes,
-            "documents": (workdir / "documents.parquet").stat().st_size,
-            "rejects": (workdir / "rejects.jsonl").stat().st_size,
-        },
-        "replaced_utf8_lines": stream.replaced_utf8_lines,
-        "blank_lines": stream.blank_lines,
-        "text_fields": dict(stream.text_fields),
-        "encoder": local.describe(),
-    }
-    write_stage(
-        workdir,
-        "embed",
-        {
-            "config": config,
-            "inputs": input_fingerprints,
-            "outputs": {
-                "documents": fingerprint_file(workdir / "documents.parquet"),
-                "embeddings": _fingerprint_parts(parts),
-            },
-            "counts": summary["counts"],
-            "dim": dim,
-            "encoder": local.describe(),
-            "spec": spec_to_dict(spec),
-            "summary": summary,
-            "versions": versions(
-                "pyarrow",
-                "torch",
-                "sentence-transformers",
-                "transformers",
-                "model2vec",
-                "scikit-learn",
-                "tokenizers",
-            ),  # fmt: skip
-            "complete": True,
-        },
-    )
-    shutil.rmtree(plan.state, ignore_errors=True)
-    return _result(workdir, summary)
+    return stats
 
 
 def _count_records(inputs: Any) -> int | None:
@@ -522,12 +502,12 @@ def _fingerprint_parts(parts: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def _result(workdir: Path, summary: dict[str, Any]) -> EmbedResult:
+def _result(work: WorkDir, summary: dict[str, Any]) -> EmbedResult:
     pq = require_extra("pyarrow.parquet", "io")
     documents = pq.read_table(
-        workdir / "documents.parquet", memory_map=True, read_dictionary=["source", "status"]
+        work.path_of("documents"), memory_map=True, read_dictionary=["source", "status"]
     )
-    return EmbedResult(documents=documents, embeddings=open_embeddings(workdir), summary=summary)
+    return EmbedResult(documents=documents, embeddings=work.embeddings(), summary=summary)
 
 
 def open_embeddings(workdir: str | os.PathLike[str]) -> ShardedMatrix:
@@ -545,12 +525,4 @@ def open_embeddings(workdir: str | os.PathLike[str]) -> ShardedMatrix:
     >>> matrix[0:4].shape  # doctest: +SKIP
     (4, 384)
     """
-    entry = require_stage(workdir, "embed")
-    matrix = ShardedMatrix.from_directory(Path(workdir) / "embeddings")
-    expected = sum(entry.get("counts", {}).values())
-    if expected and len(matrix) != expected:
-        raise ClusterClipError(
-            f"{workdir}/embeddings has {len(matrix)} rows but the manifest records "
-            f"{expected} documents. Rerun `clusterclip embed ... --overwrite`."
-        )
-    return matrix
+    return WorkDir(workdir).embeddings()

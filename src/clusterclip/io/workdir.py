@@ -404,7 +404,7 @@ class WorkDir:
         from clusterclip.io.readers import fingerprint_input
 
         entry = self.require("embed")
-        names = entry.get("config", {}).get("inputs") or []
+        names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
         if not names or any(str(name).startswith("<") for name in names):
             raise ClusterClipError(
                 f"the embed stage of {self.path} read an in-memory dataset, whose records cannot "

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from clusterclip.errors import ClusterClipError
+from clusterclip.report.options import ReportOptions
 
-__all__ = ["build_report"]
+__all__ = ["ReportOptions", "build_report", "write_report"]
 
 
 def _check_fresh(workdir: Path) -> dict[str, str]:
@@ -48,8 +50,8 @@ def build_report(
     workdir: str | os.PathLike[str],
     *,
     out_dir: str | os.PathLike[str] | None = None,
-    n_slices: int = 50,
-    n_keywords: int = 8,
+    n_slices: int = ReportOptions.n_slices,
+    n_keywords: int = ReportOptions.n_keywords,
 ) -> Path:
     """Write ``report.html``, ``report.json`` and the PNG figures for a work directory.
 
@@ -59,7 +61,8 @@ def build_report(
         Work directory with ``clusters.parquet`` and ``schedule.npy``.
     out_dir : path, optional
         Where to write (default: ``workdir``). When it is the work directory,
-        a ``report`` entry is recorded in ``manifest.json``.
+        the report is a stage: it is skipped when up to date and recorded in
+        ``manifest.json``.
     n_slices : int
         Slices of training for the sampling-dynamics figure (default 50).
     n_keywords : int
@@ -77,47 +80,36 @@ def build_report(
     PosixPath('work/report.html')
     """
     from clusterclip.errors import invalid
-    from clusterclip.io import (
-        atomic_write_bytes,
-        atomic_write_json,
-        fingerprint_file,
-        versions,
-        write_stage,
-    )
+    from clusterclip.io import WorkDir
+    from clusterclip.report.stage import ReportStage
+    from clusterclip.runner import run_stage
+
+    options = ReportOptions(n_slices=n_slices, n_keywords=n_keywords)
+    work = WorkDir(workdir)
+    if not work.path.is_dir():
+        raise invalid(
+            "workdir", "an existing work directory", str(workdir), "Run `clusterclip run` first."
+        )
+    out = Path(out_dir) if out_dir is not None else work.path
+    if out.resolve() == work.path.resolve():
+        return run_stage(ReportStage(), work, options).result
+    return write_report(work, out, n_slices=options.n_slices, n_keywords=options.n_keywords)
+
+
+def write_report(work: Any, out: Path, *, n_slices: int, n_keywords: int) -> Path:
+    """Render the report of ``work`` (a :class:`~clusterclip.io.WorkDir`) into ``out``."""
+    from clusterclip.io import ARTIFACTS, atomic_write_bytes, atomic_write_json
     from clusterclip.report.data import compute_report_data
     from clusterclip.report.figures import FIGURES, write_figures
     from clusterclip.report.html import render_html
 
-    if not isinstance(n_slices, int) or isinstance(n_slices, bool) or n_slices < 1:
-        raise invalid("n_slices", "an int in [1, inf)", n_slices, "Pass n_slices=50.")
-    workdir = Path(workdir)
-    if not workdir.is_dir():
-        raise invalid(
-            "workdir", "an existing work directory", str(workdir), "Run `clusterclip run` first."
-        )
-    out = Path(out_dir) if out_dir is not None else workdir
     out.mkdir(parents=True, exist_ok=True)
-    inputs = _check_fresh(workdir)
-    data = compute_report_data(workdir, n_slices=n_slices, n_keywords=n_keywords)
+    _check_fresh(work.path)
+    data = compute_report_data(work.path, n_slices=n_slices, n_keywords=n_keywords)
     figures = write_figures(data, out)
     captions = {name: caption for name, (_draw, caption) in FIGURES.items()}
     data["figures"] = {name: {"file": name, "caption": captions[name]} for name in figures}
-    atomic_write_json(out / "report.json", data)
+    atomic_write_json(out / ARTIFACTS["report_json"], data)
     page = render_html(data, figures, captions)
-    atomic_write_bytes(out / "report.html", page.encode("utf-8"))
-    if out.resolve() == workdir.resolve():
-        write_stage(
-            workdir,
-            "report",
-            {
-                "config": {"n_slices": n_slices, "n_keywords": n_keywords},
-                "inputs": inputs,
-                "outputs": {
-                    "report_html": fingerprint_file(out / "report.html"),
-                    "report_json": fingerprint_file(out / "report.json"),
-                },
-                "versions": versions("matplotlib", "pyarrow"),
-                "complete": True,
-            },
-        )
-    return out / "report.html"
+    atomic_write_bytes(out / ARTIFACTS["report_html"], page.encode("utf-8"))
+    return out / ARTIFACTS["report_html"]

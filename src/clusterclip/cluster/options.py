@@ -1,0 +1,48 @@
+"""The cluster stage's settings, declared once (flags, TOML keys and docs come from here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterclip.options import check_fields, option
+
+__all__ = ["BACKENDS", "INITS", "ClusterOptions"]
+
+INITS = ("k-means++", "afk-mc2", "random")
+BACKENDS = ("auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterOptions:
+    """Settings of the cluster stage (:func:`clusterclip.cluster`).
+
+    >>> ClusterOptions(n_clusters=100).init
+    'k-means++'
+    """
+
+    n_clusters: int | None = option(
+        None,
+        "Number of k-means clusters K (required; a few hundred documents per cluster is typical).",
+        kind="int",
+        minimum=1,
+    )
+    seed: int = option(
+        0, "Seed of the fit sample, the seeding and the splits.", kind="int", minimum=0
+    )
+    n_iter: int = option(20, "Lloyd iterations.", kind="int", minimum=1)
+    max_points_per_centroid: int = option(
+        256, "Fit on at most this many documents per cluster.", kind="int", minimum=1
+    )
+    init: str = option("k-means++", "Centroid seeding.", choices=INITS)
+    n_init: int = option(1, "Seedings + fits; the best objective is kept.", kind="int", minimum=1)
+    backend: str = option(
+        "auto",
+        "E-step backend (auto: the fastest measured for this machine).",
+        choices=BACKENDS,
+    )
+    assign_batch_size: int = option(
+        65_536, "Rows per assignment block (memory, not results).", kind="int", minimum=1
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)

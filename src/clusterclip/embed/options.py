@@ -1,0 +1,72 @@
+"""The embed stage's settings, declared once (flags, TOML keys and docs come from here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterclip.options import check_fields, option
+
+__all__ = ["ENCODERS", "EmbedOptions"]
+
+ENCODERS = ("sentence-transformers", "static", "tfidf")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbedOptions:
+    """Settings of the embed stage (:func:`clusterclip.embed`).
+
+    Every field changes the embeddings or the document index, so a change makes
+    the stage run again (``clusterclip run``) or refuse (``clusterclip embed``
+    without ``--overwrite``). Where the work runs is not a setting of the stage
+    (see :class:`clusterclip.engines.RayOptions`).
+
+    >>> EmbedOptions(encoder="static").shard_size
+    20000
+    """
+
+    encoder: str = option(
+        "sentence-transformers",
+        "Text encoder: sentence-transformers (best quality), static (model2vec distilled "
+        "from the model: fast on CPU) or tfidf (no model).",
+        choices=ENCODERS,
+    )
+    model: str | None = option(
+        None, "Model name or path (default: all-MiniLM-L6-v2 for sentence-transformers)."
+    )
+    text_field: str | None = option(
+        None, "Record field holding the text (default: `content`, else `text`)."
+    )
+    id_field: str | None = option(None, "Record field holding the id (default: `id` if present).")
+    batch_size: int | None = option(
+        None,
+        "Texts per encoder batch (default: ~4,096 padded tokens per batch on CPU, 128 texts on GPU).",
+        kind="int",
+        minimum=1,
+    )
+    max_length: int | None = option(
+        None, "Truncate texts to this many tokens (default: the encoder's).", kind="int", minimum=1
+    )
+    device: str = option("auto", "`auto` (CUDA when available), `cpu`, `cuda`, `cuda:1`, ...")
+    precision: str = option(
+        "auto",
+        "Transformer compute precision (auto: float16 on GPU, bfloat16 on CPUs with "
+        "AVX512-BF16/AMX, else float32).",
+        choices=("auto", "float32", "bfloat16", "float16"),
+    )
+    strict: bool = option(
+        False,
+        "Fail at the first bad record instead of listing it in rejects.jsonl.",
+        kind="bool",
+    )
+    shard_size: int = option(
+        20_000, "Documents per embeddings part file and unit of resume.", kind="int", minimum=1
+    )
+    trust_remote_code: bool = option(
+        False,
+        "Let the model run its own Python code (e.g. jina-embeddings-v2; only models you trust).",
+        kind="bool",
+    )
+    seed: int = option(0, "Seed of the tfidf sample and SVD.", kind="int", minimum=0)
+
+    def __post_init__(self) -> None:
+        check_fields(self)

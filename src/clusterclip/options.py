@@ -1,0 +1,295 @@
+"""One source of options: stage dataclasses -> command-line flags, TOML keys, docs, error hints.
+
+Every stage declares its settings once, as a frozen dataclass whose fields carry
+their default, allowed values and help text in ``metadata`` (see :func:`option`).
+This module turns such a class into
+
+- the flags of any sub-command (:func:`add_flags`, :func:`from_args`),
+- the validation of a TOML table (:func:`from_mapping`),
+- the table in ``docs/configuration.md`` (:func:`options_table`),
+- the keyword -> flag map that makes errors name the flag under the CLI
+  (:func:`flag_names`, used with :func:`clusterclip.errors.spelled_as_flags`).
+
+So a setting has one name (``max_repeats`` in Python and TOML, ``--max-repeats``
+on the command line), one parser and one default everywhere.
+
+Field metadata
+--------------
+``help``      one line shown in ``--help`` and the docs table (required)
+``kind``      ``str``, ``int``, ``float``, ``bool``, ``int_or_none`` (``none``/``inf``
+              mean None), ``list_float`` (TOML only); default ``str``
+``choices``   allowed values
+``minimum``   smallest allowed number
+``flag``      the flag when it is not ``--`` + the name with dashes
+``cli``       False: TOML / Python only
+
+>>> import dataclasses
+>>> @dataclasses.dataclass(frozen=True, kw_only=True)
+... class Demo:
+...     n_iter: int = option(20, "Lloyd iterations.", kind="int", minimum=1)
+>>> flag_names(Demo)
+{'n_iter': '--n-iter'}
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from clusterclip.errors import ClusterClipError, invalid
+
+__all__ = [
+    "add_flags",
+    "check_fields",
+    "flag_names",
+    "from_args",
+    "from_mapping",
+    "option",
+    "options_table",
+    "parse_repeats",
+]
+
+_NONE_WORDS = ("none", "inf", "infinity")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    kind: str = "str",
+    choices: tuple[Any, ...] | None = None,
+    minimum: float | None = None,
+    flag: str | None = None,
+    cli: bool = True,
+) -> Any:
+    """A dataclass field that declares one setting (see the module docstring)."""
+    metadata = {"help": help, "kind": kind, "choices": choices, "minimum": minimum}
+    metadata.update({"flag": flag, "cli": cli})
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _fields(cls: Any) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+
+
+def _flag(field: dataclasses.Field) -> str:
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None
+
+
+def flag_names(*classes: Any) -> dict[str, str]:
+    """``{keyword: flag}`` of every command-line option of the given classes."""
+    return {
+        f.name: _flag(f) for cls in classes for f in _fields(cls) if f.metadata.get("cli", True)
+    }
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def parse_repeats(text: str) -> int | None:
+    """Parse a repetition cap: an int, or ``none`` / ``inf`` / ``infinity`` for no cap.
+
+    >>> parse_repeats("4"), parse_repeats("inf")
+    (4, None)
+    """
+    if text.strip().lower() in _NONE_WORDS:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an int or one of {', '.join(_NONE_WORDS)}; got {text!r}"
+        ) from None
+
+
+def _rule(field: dataclasses.Field) -> str:
+    kind = field.metadata.get("kind", "str")
+    minimum = field.metadata.get("minimum")
+    if kind in ("int", "int_or_none", "float") and minimum is not None:
+        low = int(minimum) if kind != "float" else minimum
+        text = f"{'an int' if kind != 'float' else 'a number'} in [{low}, inf)"
+        return text + (" or None" if kind == "int_or_none" else "")
+    return {
+        "str": "a string",
+        "int": "an int",
+        "int_or_none": "an int or None",
+        "float": "a number",
+        "bool": "true or false",
+        "list_float": "a list of numbers",
+    }[kind]
+
+
+def _check_one(field: dataclasses.Field, value: Any) -> Any:
+    """Validate one value; return it normalised (ints stay ints, floats become float)."""
+    if value is None and (_default(field) is None or field.metadata.get("kind") == "int_or_none"):
+        return None
+    kind = field.metadata.get("kind", "str")
+    if kind == "int_or_none" and isinstance(value, str) and value.strip().lower() in _NONE_WORDS:
+        return None
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    ok = {
+        "str": isinstance(value, str),
+        "int": is_int,
+        "int_or_none": is_int,
+        "float": (is_int or isinstance(value, float)) and math.isfinite(value),
+        "bool": isinstance(value, bool),
+        "list_float": isinstance(value, (list, tuple))
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+    }[kind]
+    minimum = field.metadata.get("minimum")
+    if ok and minimum is not None and kind in ("int", "int_or_none", "float"):
+        ok = value >= minimum
+    if not ok:
+        default = _default(field)
+        fix = None if default is None else f"Default: {_shown(default)}."
+        raise invalid(field.name, _rule(field), value, fix)
+    choices = field.metadata.get("choices")
+    if choices and value not in choices:
+        raise invalid(field.name, f"one of {', '.join(map(str, choices))}", value)
+    if kind == "float":
+        return float(value)
+    if kind == "list_float":
+        return tuple(float(v) for v in value)
+    return value
+
+
+def _shown(value: Any) -> str:
+    return (
+        "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    )
+
+
+def check_fields(instance: Any) -> None:
+    """Validate every declared field of a frozen options dataclass (call from ``__post_init__``).
+
+    Raises
+    ------
+    ClusterClipError
+        Naming the field (its flag under the CLI), the rule, the value and the default.
+    """
+    for field in _fields(type(instance)):
+        value = getattr(instance, field.name)
+        normalised = _check_one(field, value)
+        if normalised is not value:
+            object.__setattr__(instance, field.name, normalised)
+
+
+def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where: str = "") -> Any:
+    """Build ``cls`` from a TOML table, refusing unknown keys (and naming the valid ones).
+
+    Parameters
+    ----------
+    section : str
+        The table's name, shown in errors (``[schedule]``).
+    where : str
+        Where the table came from, shown in errors (``" in run.toml"``).
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True, kw_only=True)
+    ... class Demo:
+    ...     n_iter: int = option(20, "Lloyd iterations.", kind="int")
+    >>> from_mapping(Demo, {"n_iter": 5}).n_iter
+    5
+    """
+    known = [f.name for f in _fields(cls)]
+    scope = f"[{section}]" if section else "the top level"
+    for key in data:
+        if key not in known:
+            shown = f"{section}.{key}" if section else key
+            raise ClusterClipError(
+                f"unknown option `{shown}`{where}. Valid keys in {scope}: {', '.join(known)}."
+            )
+    try:
+        return cls(**dict(data))
+    except ClusterClipError as error:
+        raise ClusterClipError(f"{scope}{where}: {error}") from error
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_flags(
+    parser: argparse.ArgumentParser | Any,
+    cls: Any,
+    *,
+    exclude: Iterable[str] = (),
+    required: Iterable[str] = (),
+    prefix: str = "",
+) -> None:
+    """Add one flag per command-line field of ``cls`` to ``parser`` (or an argument group).
+
+    Defaults are not filled in by argparse (``SUPPRESS``): :func:`from_args`
+    takes only the flags actually given, so a config file or the dataclass
+    default supplies the rest, and ``--help`` shows the dataclass default.
+    """
+    skip, needed = set(exclude), set(required)
+    for field in _fields(cls):
+        if not field.metadata.get("cli", True) or field.name in skip:
+            continue
+        kind = field.metadata.get("kind", "str")
+        default = _default(field)
+        help_text = field.metadata["help"]
+        if default is not None and kind != "bool" and field.name not in needed:
+            help_text += f" (default: {_shown(default)})"
+        common: dict[str, Any] = {"dest": prefix + field.name, "help": help_text}
+        if field.name in needed:
+            common["required"] = True
+        else:
+            common["default"] = argparse.SUPPRESS
+        if kind == "bool":
+            parser.add_argument(_flag(field), action="store_const", const=not default, **common)
+            continue
+        parse = {"int": int, "float": float, "str": str, "int_or_none": parse_repeats}[kind]
+        choices = field.metadata.get("choices")
+        parser.add_argument(
+            _flag(field),
+            type=parse,
+            choices=choices,
+            metavar=None if choices else field.name.upper(),
+            **common,
+        )
+
+
+def from_args(args: argparse.Namespace, cls: Any, *, prefix: str = "") -> dict[str, Any]:
+    """``{field: value}`` for every flag of ``cls`` given on the command line."""
+    found = {}
+    for field in _fields(cls):
+        if hasattr(args, prefix + field.name):
+            found[field.name] = getattr(args, prefix + field.name)
+    return found
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def options_table(sections: Mapping[str, Any], *, exclude: Iterable[str] = ()) -> str:
+    """Markdown table of every option of ``{"section": OptionsClass}`` (``""``: top level)."""
+    rows = ["| TOML key | command line | type | default | meaning |", "|---|---|---|---|---|"]
+    skipped = set(exclude)
+    for section, cls in sections.items():
+        for field in _fields(cls):
+            key = f"{section}.{field.name}" if section else field.name
+            if key in skipped:
+                continue
+            flag = f"`{_flag(field)}`" if field.metadata.get("cli", True) else "TOML only"
+            kind = field.metadata.get("kind", "str").replace("_", " ")
+            if field.metadata.get("choices"):
+                kind = " \\| ".join(f"`{c}`" for c in field.metadata["choices"])
+            default = _default(field)
+            shown = "-" if default in (None, [], ()) else f"`{_shown(default)}`"
+            meaning = field.metadata["help"].replace("|", "\\|")
+            rows.append(f"| `{key}` | {flag} | {kind} | {shown} | {meaning} |")
+    return "\n".join(rows)

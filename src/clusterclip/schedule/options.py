@@ -1,0 +1,95 @@
+"""The schedule stage's settings: the sampling policy plus the budget in epochs.
+
+Declared once here; ``clusterclip run``, ``clusterclip schedule``, the TOML
+``[schedule]`` table and ``docs/configuration.md`` are generated from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clusterclip.errors import hint, invalid
+from clusterclip.options import check_fields, option
+
+__all__ = ["ScheduleOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleOptions:
+    """Settings of the schedule stage: policy, clip, budget, order, seed.
+
+    The budget is one of ``num_samples``, ``num_tokens`` or ``epochs`` (``E``
+    x usable documents); none given means one epoch.
+
+    >>> ScheduleOptions(epochs=2.5).budget(1000)
+    {'num_samples': 2500, 'num_tokens': None}
+    """
+
+    policy: str = option(
+        "clusterclip",
+        "Sampling policy: clusterclip (uniform over clusters + clip), uniform (no clip), "
+        "temperature (weights |C_k|^alpha), random (shuffled passes).",
+        choices=("clusterclip", "uniform", "temperature", "random"),
+    )
+    max_repeats: int | None = option(
+        4,
+        "Repetition cap R per document (none, inf or infinity: no cap).",
+        kind="int_or_none",
+        minimum=1,
+    )
+    num_samples: int | None = option(
+        None, "Budget: schedule length in documents.", kind="int", minimum=1
+    )
+    num_tokens: int | None = option(
+        None, "Budget: tokens (uses the encoder's token counts).", kind="int", minimum=1
+    )
+    epochs: float | None = option(
+        None,
+        "Budget: E x usable documents (default 1 when no budget is given).",
+        kind="float",
+        minimum=0,
+    )
+    alpha: float | None = option(
+        None, "Temperature policy exponent: weights |C_k|^alpha.", kind="float"
+    )
+    order: str = option(
+        "online",
+        "online: the paper's clip (small clusters early); planned: per-cluster draws "
+        "planned for the budget, spread evenly.",
+        choices=("online", "planned"),
+    )
+    on_exhausted: str = option(
+        "stop",
+        "When every cluster is clipped before the budget: stop early, continue randomly, or fail.",
+        choices=("stop", "random", "error"),
+    )
+    cluster_weights: tuple[float, ...] | None = option(
+        None, "Custom weight per cluster id (TOML list only).", kind="list_float", cli=False
+    )
+    seed: int = option(0, "Seed of the schedule.", kind="int", minimum=0)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        given = [k for k in ("num_samples", "num_tokens", "epochs") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise invalid(
+                given[1],
+                f"left out when {given[0]} is given (one budget)",
+                getattr(self, given[1]),
+                "Give exactly one budget (a command-line budget flag replaces the config file's).",
+            )
+        if self.epochs is not None and not self.epochs > 0:
+            raise invalid("epochs", "a number > 0", self.epochs, f"Pass {hint('epochs', 1)}.")
+
+    def budget(self, n_usable: int) -> dict[str, Any]:
+        """``build_schedule``'s ``num_samples`` / ``num_tokens`` for ``n_usable`` documents.
+
+        ``epochs=E`` means ``round(E * n_usable)`` draws; no budget means one epoch.
+        """
+        if self.num_tokens is not None:
+            return {"num_samples": None, "num_tokens": int(self.num_tokens)}
+        if self.num_samples is not None:
+            return {"num_samples": int(self.num_samples), "num_tokens": None}
+        epochs = 1.0 if self.epochs is None else float(self.epochs)
+        return {"num_samples": max(1, int(round(epochs * n_usable))), "num_tokens": None}

@@ -1,0 +1,87 @@
+"""The schedule stage: a work directory's labels -> ``schedule.npy`` + ``schedule.json``.
+
+Reads the labels (and token counts for a token budget) through
+:class:`clusterclip.io.WorkDir`, streams the schedule with a progress bar and
+saves it. The runner (:mod:`clusterclip.runner`) decides whether it runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from clusterclip.io import WorkDir
+from clusterclip.runner import StageOutput
+from clusterclip.schedule.api import materialise, open_stream
+from clusterclip.schedule.io import Schedule
+from clusterclip.schedule.options import ScheduleOptions
+
+__all__ = ["ScheduleStage"]
+
+#: Per-cluster arrays of the stats, kept out of the manifest (they are in schedule.json).
+_BULKY = ("draws_per_cluster", "clip_step", "planned_draws")
+
+
+class ScheduleStage:
+    """The schedule stage in the runner's contract.
+
+    >>> stage = ScheduleStage()
+    >>> stage.name, stage.artifacts
+    ('schedule', ('schedule', 'schedule_meta'))
+    """
+
+    name = "schedule"
+    artifacts = ("schedule", "schedule_meta")
+
+    def inputs(self, work: WorkDir, options: ScheduleOptions) -> dict[str, Any]:
+        """The cluster labels, and the document index when the budget is in tokens."""
+        work.require("cluster")
+        found = {"cluster.clusters": work.output("cluster.clusters")}
+        if options.num_tokens is not None:
+            found["embed.documents"] = work.output("embed.documents")
+        return found
+
+    def load(self, work: WorkDir, entry: Mapping[str, Any]) -> Schedule:
+        """The saved schedule (its stats recomputed from the file)."""
+        return Schedule.load(work.path_of("schedule"))
+
+    def run(self, work: WorkDir, options: ScheduleOptions, *, resume: bool) -> StageOutput:
+        """Build the schedule from the current labels and save it atomically."""
+        from clusterclip.progress import progress_bar
+
+        labels = work.labels()
+        lengths = work.n_tokens() if options.num_tokens is not None else None
+        budget = options.budget(int((labels >= 0).sum()))
+        weights = options.cluster_weights
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            stream = open_stream(
+                labels, policy=options.policy, max_repeats=options.max_repeats,
+                num_samples=budget["num_samples"], num_tokens=budget["num_tokens"],
+                lengths=lengths, alpha=options.alpha,
+                cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+                order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
+            )  # fmt: skip
+            parts = []
+            with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
+                for block in stream.blocks(0):
+                    parts.append(block)
+                    bar.update(block.size)
+            indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        for warning in caught:  # shown once more by the caller's summary; keep the user's filters
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+        schedule = materialise(stream, indices)
+        path = schedule.save(work.path_of("schedule"))
+        stats = {k: v for k, v in schedule.stats.to_dict().items() if k not in _BULKY}
+        summary = {"budget": budget, "stats": stats, "warnings": [str(w.message) for w in caught]}
+        outputs = {
+            "schedule": work.fingerprint("schedule"),
+            "meta": work.fingerprint("schedule_meta"),
+        }
+        record = {"schedule_config": schedule.config.to_dict(), "path": str(path)}
+        return StageOutput(outputs, summary, record, schedule)
