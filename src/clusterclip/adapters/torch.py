@@ -17,8 +17,14 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid
-from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.schedule.policy import (
+    DEFAULT_MAX_REPEATS,
+    DEFAULT_ON_EXHAUSTED,
+    DEFAULT_ORDER,
+    DEFAULT_POLICY,
+    SchedulePolicy,
+)
 
 try:  # a real torch Sampler when torch is importable; a plain iterable otherwise
     from torch.utils.data import Sampler as _SamplerBase
@@ -84,15 +90,15 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         self,
         labels: Any,
         *,
-        policy: str = "clusterclip",
-        max_repeats: int | None = 4,
+        policy: str = DEFAULT_POLICY,
+        max_repeats: int | None = DEFAULT_MAX_REPEATS,
         num_samples: int | None = None,
         num_tokens: int | None = None,
         lengths: Any = None,
         alpha: float | None = None,
         cluster_weights: Any = None,
-        order: str = "online",
-        on_exhausted: str = "stop",
+        order: str = DEFAULT_ORDER,
+        on_exhausted: str = DEFAULT_ON_EXHAUSTED,
         seed: int,
         rank: int = 0,
         world_size: int = 1,
@@ -105,19 +111,17 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         if self.rank >= self.world_size:
             raise invalid("rank", f"an int in [0, world_size={self.world_size})", rank)
         self.drop_last = bool(drop_last)
-        self._stream = open_stream(
-            labels,
+        self._stream = SchedulePolicy(
             policy=policy,
             max_repeats=max_repeats,
             num_samples=num_samples,
             num_tokens=num_tokens,
-            lengths=lengths,
             alpha=alpha,
             cluster_weights=cluster_weights,
             order=order,
             on_exhausted=on_exhausted,
             seed=seed,
-        )
+        ).stream(labels, lengths)
         self.config: ScheduleConfig = self._stream.config
         self.consumed_samples = 0
         self._total: int | None = None
