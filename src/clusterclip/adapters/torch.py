@@ -95,6 +95,11 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         ``< world_size`` positions of the schedule are dropped so that ranks
         stay in lockstep. False: ranks ``r < tail`` yield one more.
 
+    See Also
+    --------
+    ClusterClipSampler.from_workdir : the same sampler over the schedule recorded
+        in a work directory.
+
     Attributes
     ----------
     consumed_samples : int

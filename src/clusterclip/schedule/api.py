@@ -87,6 +87,10 @@ def build_schedule(
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
 
+    The keyword twin of ``SchedulePolicy(...).build(labels, lengths)``
+    (:class:`~clusterclip.schedule.policy.SchedulePolicy`); the defaults are
+    declared there.
+
     Parameters
     ----------
     labels : array_like of int, shape (N,)
