@@ -31,6 +31,7 @@ _LAZY = {
     "build_schedule": "clusterclip.schedule",
     "iter_schedule": "clusterclip.schedule",
     "Schedule": "clusterclip.schedule",
+    "SchedulePolicy": "clusterclip.schedule",
     "ClusterClipSampler": "clusterclip.adapters.torch",
     "embed": "clusterclip.embed",
     "KMeans": "clusterclip.cluster",

@@ -6,19 +6,32 @@ O(N + K)) and gives rank ``r`` of ``W`` the global positions
 global schedule does not depend on ``W``, so a checkpoint taken with 8 ranks
 resumes exactly on 2, and vice versa.
 
+Two sources, one slicing: :class:`ClusterClipSampler` computes the schedule
+from labels and policy arguments; :meth:`ClusterClipSampler.from_workdir`
+streams the schedule recorded in a work directory (memory-mapped), refused
+when the directory's labels changed since it was built.
+
 Works without torch too: then the class is a plain iterable with the same API.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid
-from clusterclip.schedule.api import open_stream
-from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.errors import ClusterClipError, hint, invalid
+from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
+from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
+from clusterclip.schedule.policy import (
+    DEFAULT_MAX_REPEATS,
+    DEFAULT_ON_EXHAUSTED,
+    DEFAULT_ORDER,
+    DEFAULT_POLICY,
+    SchedulePolicy,
+)
 
 try:  # a real torch Sampler when torch is importable; a plain iterable otherwise
     from torch.utils.data import Sampler as _SamplerBase
@@ -28,10 +41,41 @@ except ImportError:  # pragma: no cover - exercised only without torch
 __all__ = ["ClusterClipSampler"]
 
 
+#: Positions handed to a rank's loop per read of a recorded schedule (memory only).
+RECORDED_BLOCK = 65536
+
+
 def _check_index(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise invalid(name, f"an int in [{low}, inf)", value)
     return int(value)
+
+
+class _RecordedSchedule:
+    """A saved schedule read in blocks from a memory map (the stream's ``blocks`` protocol)."""
+
+    def __init__(self, indices: np.ndarray) -> None:
+        self.indices = indices
+        self.end = int(indices.shape[0])
+
+    def blocks(self, start: int = 0) -> Iterator[np.ndarray]:
+        for begin in range(start, self.end, RECORDED_BLOCK):
+            yield np.asarray(self.indices[begin : begin + RECORDED_BLOCK], dtype=np.int64)
+
+
+def _recorded_config(path: Any, meta: dict[str, Any], fix: str) -> ScheduleConfig:
+    for key in ("config", "labels_fingerprint", "indices_fingerprint"):
+        if key not in meta:
+            raise ClusterClipError(
+                f"{path}: its sidecar records no `{key}`, so the schedule cannot be checked "
+                f"against the work directory. {fix}"
+            )
+    try:
+        return ScheduleConfig.from_dict(meta["config"])
+    except (TypeError, ValueError) as error:
+        raise ClusterClipError(
+            f"{path}: the sidecar's config is not a clusterclip schedule config ({error}). {fix}"
+        ) from None
 
 
 class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
@@ -50,6 +94,11 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         True (default): every rank yields the same number of indices; the last
         ``< world_size`` positions of the schedule are dropped so that ranks
         stay in lockstep. False: ranks ``r < tail`` yield one more.
+
+    See Also
+    --------
+    ClusterClipSampler.from_workdir : the same sampler over the schedule recorded
+        in a work directory.
 
     Attributes
     ----------
@@ -84,43 +133,113 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         self,
         labels: Any,
         *,
-        policy: str = "clusterclip",
-        max_repeats: int | None = 4,
+        policy: str = DEFAULT_POLICY,
+        max_repeats: int | None = DEFAULT_MAX_REPEATS,
         num_samples: int | None = None,
         num_tokens: int | None = None,
         lengths: Any = None,
         alpha: float | None = None,
         cluster_weights: Any = None,
-        order: str = "online",
-        on_exhausted: str = "stop",
+        order: str = DEFAULT_ORDER,
+        on_exhausted: str = DEFAULT_ON_EXHAUSTED,
         seed: int,
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = True,
     ) -> None:
-        if _SamplerBase is not object:
-            super().__init__()
-        self.world_size = _check_index("world_size", world_size, 1)
-        self.rank = _check_index("rank", rank, 0)
-        if self.rank >= self.world_size:
-            raise invalid("rank", f"an int in [0, world_size={self.world_size})", rank)
-        self.drop_last = bool(drop_last)
-        self._stream = open_stream(
-            labels,
+        self._place(rank, world_size, drop_last)
+        self._stream = SchedulePolicy(
             policy=policy,
             max_repeats=max_repeats,
             num_samples=num_samples,
             num_tokens=num_tokens,
-            lengths=lengths,
             alpha=alpha,
             cluster_weights=cluster_weights,
             order=order,
             on_exhausted=on_exhausted,
             seed=seed,
-        )
+        ).stream(labels, lengths)
         self.config: ScheduleConfig = self._stream.config
-        self.consumed_samples = 0
         self._total: int | None = None
+
+    def _place(self, rank: Any, world_size: Any, drop_last: bool) -> None:
+        """Validate and set this rank's place (shared by both constructors)."""
+        if _SamplerBase is not object:
+            super().__init__()
+        self.world_size = _check_index("world_size", world_size, 1)
+        self.rank = _check_index("rank", rank, 0)
+        if self.rank >= self.world_size:
+            raise invalid("rank", f"an int in [0, {hint('world_size', self.world_size)})", rank)
+        self.drop_last = bool(drop_last)
+        self.consumed_samples = 0
+
+    @classmethod
+    def from_workdir(
+        cls,
+        workdir: str | os.PathLike[str] | WorkDir,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = True,
+    ) -> ClusterClipSampler:
+        """A sampler over exactly the schedule recorded in a work directory.
+
+        Reads ``schedule.npy`` memory-mapped (through :class:`clusterclip.io.WorkDir`)
+        and slices it per rank like the labels-built sampler slices its stream.
+        Its ``config`` is the recorded :class:`ScheduleConfig`, so its
+        :meth:`state_dict` loads into a sampler built from the same labels and
+        policy arguments, and vice versa.
+
+        Parameters
+        ----------
+        workdir : path or WorkDir
+            A work directory with a built schedule (``clusterclip run``).
+        rank, world_size, drop_last
+            As for :class:`ClusterClipSampler`.
+
+        Raises
+        ------
+        ClusterClipError
+            No schedule; the labels in the work directory changed since the
+            schedule was built; or ``schedule.npy`` does not match its sidecar.
+            The message names the command that rebuilds it.
+
+        Notes
+        -----
+        Construction reads the labels and the whole schedule file once to check
+        their fingerprints (O(N + T) time, nothing held in memory); iteration
+        then reads only this run's positions.
+
+        Examples
+        --------
+        >>> sampler = ClusterClipSampler.from_workdir("work", rank=0, world_size=8)  # doctest: +SKIP
+        >>> sampler.load_state_dict(checkpoint["sampler"])  # doctest: +SKIP
+        """
+        work = workdir if isinstance(workdir, WorkDir) else WorkDir(workdir)
+        fix = f"Rebuild the schedule: `{STAGE_COMMANDS['schedule']}`."
+        recorded = work.schedule()
+        config = _recorded_config(recorded.path, recorded.meta, fix)
+        labels = work.labels()
+        now = labels_fingerprint(labels)
+        if now != recorded.meta["labels_fingerprint"] or now != config.labels_fingerprint:
+            raise ClusterClipError(
+                f"{recorded.path}: the labels of {work.path} changed since the schedule was "
+                f"built (built from labels {config.labels_fingerprint}, "
+                f"{config.n_documents} documents; the clusters now give {now}, "
+                f"{labels.shape[0]} documents). {fix}"
+            )
+        indices = recorded.indices
+        if fingerprint_array(indices) != recorded.meta["indices_fingerprint"]:
+            raise ClusterClipError(
+                f"{recorded.path}: the indices do not match the fingerprint recorded in its "
+                f"sidecar (the file was modified or belongs to another schedule). {fix}"
+            )
+        sampler = cls.__new__(cls)
+        sampler._place(rank, world_size, drop_last)
+        sampler._stream = _RecordedSchedule(indices)
+        sampler.config = config
+        sampler._total = int(indices.shape[0])
+        return sampler
 
     # -- sizes --------------------------------------------------------------
     @property

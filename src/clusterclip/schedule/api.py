@@ -1,4 +1,9 @@
-"""Front door of the schedule core: :func:`build_schedule` and :func:`iter_schedule`."""
+"""Front door of the schedule core: :func:`build_schedule` and :func:`iter_schedule`.
+
+The keyword functions are thin twins of :class:`~clusterclip.schedule.policy.SchedulePolicy`:
+each makes the policy value from its keywords (defaults declared once, in
+:mod:`clusterclip.schedule.policy`) and applies it, so there is one path.
+"""
 
 from __future__ import annotations
 
@@ -7,43 +12,53 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import invalid
-from clusterclip.schedule.config import (
-    ScheduleConfig,
-    make_config,
-    validate_labels,
-    validate_lengths,
-)
-from clusterclip.schedule.engine import Prepared, ScheduleStream
+from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.schedule.engine import ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
-from clusterclip.schedule.stats import compute_stats
+from clusterclip.schedule.policy import (
+    DEFAULT_MAX_REPEATS,
+    DEFAULT_ON_EXHAUSTED,
+    DEFAULT_ORDER,
+    DEFAULT_POLICY,
+    SchedulePolicy,
+)
 
-__all__ = ["build_schedule", "iter_schedule", "materialise", "open_stream"]
+__all__ = [
+    "ScheduleConfig",
+    "build_schedule",
+    "iter_schedule",
+    "materialise",
+    "open_stream",
+    "rechunk",
+]
 
 
 def open_stream(
     labels: Any,
     *,
-    policy: str = "clusterclip",
-    max_repeats: int | None = 4,
+    policy: str = DEFAULT_POLICY,
+    max_repeats: int | None = DEFAULT_MAX_REPEATS,
     num_samples: int | None = None,
     num_tokens: int | None = None,
     lengths: Any = None,
     alpha: float | None = None,
     cluster_weights: Any = None,
-    order: str = "online",
-    on_exhausted: str = "stop",
+    order: str = DEFAULT_ORDER,
+    on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
 ) -> ScheduleStream:
-    """Validate every argument and return the engine (used by the adapters).
+    """Validate every argument and return the engine (used by the adapters and the CLI).
 
-    The stream's ``config`` is the validated :class:`ScheduleConfig`.
+    The keyword twin of :meth:`SchedulePolicy.stream`; the stream's ``config``
+    is the validated :class:`ScheduleConfig`.
+
+    Examples
+    --------
+    >>> stream = open_stream(np.array([0, 0, 1]), num_samples=4, seed=0)
+    >>> stream.config.max_repeats, stream.end
+    (4, 4)
     """
-    labels = validate_labels(labels)
-    lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
-    config = make_config(
-        labels,
-        lengths_array,
+    return SchedulePolicy(
         policy=policy,
         max_repeats=max_repeats,
         num_samples=num_samples,
@@ -53,25 +68,28 @@ def open_stream(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
-    )
-    return ScheduleStream(Prepared(labels, lengths_array, config))
+    ).stream(labels, lengths)
 
 
 def build_schedule(
     labels: Any,
     *,
-    policy: str = "clusterclip",
-    max_repeats: int | None = 4,
+    policy: str = DEFAULT_POLICY,
+    max_repeats: int | None = DEFAULT_MAX_REPEATS,
     num_samples: int | None = None,
     num_tokens: int | None = None,
     lengths: Any = None,
     alpha: float | None = None,
     cluster_weights: Any = None,
-    order: str = "online",
-    on_exhausted: str = "stop",
+    order: str = DEFAULT_ORDER,
+    on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
+
+    The keyword twin of ``SchedulePolicy(...).build(labels, lengths)``
+    (:class:`~clusterclip.schedule.policy.SchedulePolicy`); the defaults are
+    declared there.
 
     Parameters
     ----------
@@ -119,57 +137,31 @@ def build_schedule(
     >>> schedule.indices.shape, int(schedule.stats.max_repeats_per_document) <= 2
     ((10,), True)
     """
-    stream = open_stream(
-        labels,
+    return SchedulePolicy(
         policy=policy,
         max_repeats=max_repeats,
         num_samples=num_samples,
         num_tokens=num_tokens,
-        lengths=lengths,
         alpha=alpha,
         cluster_weights=cluster_weights,
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
-    )
-    parts = list(stream.blocks(0))
-    indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return materialise(stream, indices)
-
-
-def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
-    prep = stream.prep
-    clip_step = np.full(prep.n_labels, -1, dtype=np.int64)
-    if prep.config.policy != "random":
-        clip_step[prep.cluster_ids] = stream.clip_step
-    planned = None
-    if stream.planned is not None and prep.config.policy != "random":
-        planned = np.zeros(prep.n_labels, dtype=np.int64)
-        planned[prep.cluster_ids] = stream.planned.plan
-    stats = compute_stats(
-        indices,
-        prep.labels,
-        prep.lengths,
-        budget_met=stream.budget_met,
-        exhausted_at=stream.exhausted_at,
-        clip_step=clip_step,
-        planned_draws=planned,
-    )
-    return Schedule(indices=indices, stats=stats, config=prep.config)
+    ).build(labels, lengths)
 
 
 def iter_schedule(
     labels: Any,
     *,
-    policy: str = "clusterclip",
-    max_repeats: int | None = 4,
+    policy: str = DEFAULT_POLICY,
+    max_repeats: int | None = DEFAULT_MAX_REPEATS,
     num_samples: int | None = None,
     num_tokens: int | None = None,
     lengths: Any = None,
     alpha: float | None = None,
     cluster_weights: Any = None,
-    order: str = "online",
-    on_exhausted: str = "stop",
+    order: str = DEFAULT_ORDER,
+    on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
     start: int = 0,
     block_size: int = 65536,
@@ -200,45 +192,14 @@ def iter_schedule(
     >>> [len(b) for b in blocks]
     [4, 2]
     """
-    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
-        raise invalid("start", "an int in [0, inf)", start)
-    if (
-        isinstance(block_size, bool)
-        or not isinstance(block_size, (int, np.integer))
-        or block_size < 1
-    ):
-        raise invalid("block_size", "an int in [1, inf)", block_size)
-    stream = open_stream(
-        labels,
+    return SchedulePolicy(
         policy=policy,
         max_repeats=max_repeats,
         num_samples=num_samples,
         num_tokens=num_tokens,
-        lengths=lengths,
         alpha=alpha,
         cluster_weights=cluster_weights,
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
-    )
-    return rechunk(stream.blocks(int(start)), int(block_size))
-
-
-def rechunk(parts: Iterator[np.ndarray], block_size: int) -> Iterator[np.ndarray]:
-    """Regroup consecutive arrays into arrays of ``block_size`` (the last shorter)."""
-    pending: list[np.ndarray] = []
-    held = 0
-    for part in parts:
-        while part.size:
-            take = min(block_size - held, part.size)
-            pending.append(part[:take])
-            held += take
-            part = part[take:]
-            if held == block_size:
-                yield pending[0] if len(pending) == 1 else np.concatenate(pending)
-                pending, held = [], 0
-    if held:
-        yield pending[0] if len(pending) == 1 else np.concatenate(pending)
-
-
-__all__ += ["ScheduleConfig", "rechunk"]
+    ).iterate(labels, lengths, start=start, block_size=block_size)

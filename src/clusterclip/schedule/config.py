@@ -1,33 +1,29 @@
-"""Validated, frozen policy configuration of a schedule, and its fingerprint.
+"""The recorded configuration of a schedule, its fingerprint, and the input checks.
 
-Every argument of :func:`clusterclip.build_schedule` is checked here, once,
-with the project's message template (parameter, rule, value, fix). The result
-is a :class:`ScheduleConfig`: hashable, JSON-serialisable, and fingerprinted
-so that a saved schedule or a sampler checkpoint can tell exactly which
-setting changed.
+A :class:`ScheduleConfig` is what a saved schedule and a sampler checkpoint
+record: the settings of a :class:`~clusterclip.schedule.policy.SchedulePolicy`
+resolved against the labels (effective clip, weights cut to the cluster ids)
+plus the inputs' fingerprints. It is hashable, JSON-serialisable and
+fingerprinted, so a saved schedule or a checkpoint can tell exactly which
+setting changed. The settings themselves are validated by ``SchedulePolicy``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import invalid
+from clusterclip.errors import invalid, spell
 from clusterclip.io import fingerprint_array
 
 __all__ = [
-    "EXHAUSTION_RULES",
-    "ORDERS",
-    "POLICIES",
     "SCHEDULE_VERSION",
     "ScheduleConfig",
     "labels_fingerprint",
-    "make_config",
     "validate_labels",
     "validate_lengths",
 ]
@@ -36,10 +32,6 @@ __all__ = [
 #: a given (labels, config, seed) must bump it: saved schedules and sampler
 #: checkpoints record it and refuse to mix versions.
 SCHEDULE_VERSION = 1
-
-POLICIES = ("random", "uniform", "clusterclip", "temperature")
-ORDERS = ("online", "planned")
-EXHAUSTION_RULES = ("stop", "random", "error")
 
 
 @dataclass(frozen=True)
@@ -95,7 +87,7 @@ class ScheduleConfig:
         for key in sorted(set(mine) | set(theirs)):
             if mine.get(key) != theirs.get(key):
                 lines.append(
-                    f"{key} (saved {_short(theirs.get(key))}, now {_short(mine.get(key))})"
+                    f"{spell(key)} (saved {_short(theirs.get(key))}, now {_short(mine.get(key))})"
                 )
         return lines
 
@@ -166,150 +158,3 @@ def validate_lengths(lengths: Any, n_documents: int) -> np.ndarray:
             "Token counts cannot be negative.",
         )
     return array
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise invalid(name, f"an int in [{low}, inf)", value, f"Pass {name}={low} or more.")
-    return int(value)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        listed = ", ".join(repr(c) for c in choices)
-        raise invalid(name, f"one of {listed}", value)
-    return str(value)
-
-
-def make_config(
-    labels: np.ndarray,
-    lengths: np.ndarray | None,
-    *,
-    policy: str,
-    max_repeats: int | None,
-    num_samples: int | None,
-    num_tokens: int | None,
-    alpha: float | None,
-    cluster_weights: Any,
-    order: str,
-    on_exhausted: str,
-    seed: int,
-) -> ScheduleConfig:
-    """Validate every policy argument against validated ``labels``/``lengths``.
-
-    Parameters
-    ----------
-    labels : ndarray of int64, shape (N,)
-        Output of :func:`validate_labels`.
-    lengths : ndarray of int64, shape (N,), or None
-        Output of :func:`validate_lengths`.
-
-    Returns
-    -------
-    ScheduleConfig
-
-    Examples
-    --------
-    >>> labels = np.array([0, 0, 1])
-    >>> make_config(labels, None, policy="clusterclip", max_repeats=2, num_samples=4,
-    ...             num_tokens=None, alpha=None, cluster_weights=None, order="online",
-    ...             on_exhausted="stop", seed=0).max_repeats
-    2
-    """
-    policy = _check_choice("policy", policy, POLICIES)
-    order = _check_choice("order", order, ORDERS)
-    on_exhausted = _check_choice("on_exhausted", on_exhausted, EXHAUSTION_RULES)
-    seed = _check_int("seed", seed, 0)
-
-    if max_repeats is not None:
-        max_repeats = _check_int("max_repeats", max_repeats, 1)
-    if policy == "uniform":
-        max_repeats = None  # the paper's uniform baseline never clips
-
-    if (num_samples is None) == (num_tokens is None):
-        raise invalid(
-            "num_samples/num_tokens",
-            "exactly one budget",
-            {"num_samples": num_samples, "num_tokens": num_tokens},
-            "Pass num_samples=T (draws) or num_tokens=B with lengths=..., not both.",
-        )
-    if num_samples is not None:
-        num_samples = _check_int("num_samples", num_samples, 1)
-    if num_tokens is not None:
-        num_tokens = _check_int("num_tokens", num_tokens, 1)
-        if lengths is None:
-            raise invalid(
-                "lengths",
-                "given when num_tokens is used",
-                None,
-                "Pass lengths=<tokens per document> with num_tokens.",
-            )
-
-    if policy == "temperature":
-        if (
-            alpha is None
-            or isinstance(alpha, bool)
-            or not isinstance(alpha, (int, float, np.number))
-        ):
-            raise invalid(
-                "alpha",
-                "a finite float for policy='temperature'",
-                alpha,
-                "Pass e.g. alpha=0.5 (0 = uniform, 1 = natural sizes).",
-            )
-        alpha = float(alpha)
-        if not math.isfinite(alpha):
-            raise invalid("alpha", "a finite float", alpha, "Pass e.g. alpha=0.5.")
-    elif alpha is not None:
-        raise invalid(
-            "alpha",
-            "None unless policy='temperature'",
-            alpha,
-            "Pass policy='temperature' to weight clusters by size**alpha.",
-        )
-
-    weights: tuple[float, ...] | None = None
-    if cluster_weights is not None:
-        if policy not in ("uniform", "clusterclip"):
-            raise invalid(
-                "cluster_weights",
-                "None unless policy is 'uniform' or 'clusterclip'",
-                f"weights with policy={policy!r}",
-                "Custom weights replace the equal cluster weights of those policies.",
-            )
-        array = np.asarray(cluster_weights, dtype=np.float64)
-        n_labels = int(labels.max()) + 1
-        if array.ndim != 1 or array.shape[0] < n_labels:
-            raise invalid(
-                "cluster_weights",
-                f"a 1-D array with one weight per cluster id (length >= {n_labels})",
-                f"shape {array.shape}",
-            )
-        if not np.all(np.isfinite(array)) or array.min() < 0:
-            raise invalid(
-                "cluster_weights", "finite and non-negative", "negative or non-finite values"
-            )
-        present = np.unique(labels[labels >= 0])
-        if not np.any(array[present] > 0):
-            raise invalid(
-                "cluster_weights",
-                "positive for at least one non-empty cluster",
-                "all zero",
-                "Give some cluster a weight > 0.",
-            )
-        weights = tuple(float(w) for w in array[:n_labels])
-
-    return ScheduleConfig(
-        policy=policy,
-        max_repeats=max_repeats,
-        num_samples=num_samples,
-        num_tokens=num_tokens,
-        alpha=alpha,
-        cluster_weights=weights,
-        order=order,
-        on_exhausted=on_exhausted,
-        seed=seed,
-        n_documents=int(labels.shape[0]),
-        labels_fingerprint=labels_fingerprint(labels),
-        lengths_fingerprint=None if lengths is None else fingerprint_array(lengths),
-    )

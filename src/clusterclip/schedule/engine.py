@@ -26,12 +26,15 @@ of the blocks before ``p``'s block; a token budget is resumed from the counts
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.errors import ClusterClipError, hint, invalid, spell
 from clusterclip.schedule.config import ScheduleConfig
 from clusterclip.schedule.groups import (
     CHOICE_BLOCK,
@@ -41,9 +44,21 @@ from clusterclip.schedule.groups import (
     PURPOSE_RANDOM_PASS,
     Groups,
 )
+from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
+from clusterclip.schedule.stats import compute_stats
 
-__all__ = ["OnlineChooser", "Prepared", "ScheduleStream", "block_uniforms"]
+if TYPE_CHECKING:  # the policy module builds on this one
+    from clusterclip.schedule.policy import Policy
+
+__all__ = [
+    "OnlineChooser",
+    "Prepared",
+    "ScheduleStream",
+    "block_uniforms",
+    "materialise",
+    "rechunk",
+]
 
 NO_CAP = np.iinfo(np.int64).max // 4
 
@@ -78,17 +93,12 @@ def _group_by(labels: np.ndarray, table: np.ndarray) -> np.ndarray:
     return order[skipped:].astype(_member_dtype(labels.shape[0]))
 
 
-def _power(size: int, alpha: float) -> float:
-    if size == 0:
-        return 0.0
-    try:
-        return float(size) ** alpha
-    except OverflowError:
-        return math.inf
-
-
 class Prepared:
-    """Arrays derived once from validated (labels, lengths, config).
+    """Arrays derived once from validated (labels, lengths, config) and the policy.
+
+    ``policy`` is the registered :class:`~clusterclip.schedule.policy.Policy`
+    named by ``config.policy``: it gives the cluster weights and whether the
+    documents form one corpus group.
 
     Attributes
     ----------
@@ -104,15 +114,20 @@ class Prepared:
     """
 
     def __init__(
-        self, labels: np.ndarray, lengths: np.ndarray | None, config: ScheduleConfig
+        self,
+        labels: np.ndarray,
+        lengths: np.ndarray | None,
+        config: ScheduleConfig,
+        policy: Policy,
     ) -> None:
         self.config = config
+        self.policy = policy
         self.labels = labels
         self.lengths = lengths
         self.n_labels = int(labels.max()) + 1
         counts = np.bincount(labels[labels >= 0], minlength=self.n_labels)
         seed = config.seed
-        if config.policy == "random":
+        if policy.single_group:
             members = np.flatnonzero(labels >= 0).astype(_member_dtype(labels.shape[0]))
             sizes = np.array([members.size], dtype=np.int64)
             self.cluster_ids = np.array([-1], dtype=np.int64)
@@ -121,23 +136,7 @@ class Prepared:
             )
             self.weights = np.ones(1)
         else:
-            if config.cluster_weights is not None:
-                by_label = np.asarray(config.cluster_weights, dtype=np.float64)
-            elif config.policy == "temperature":
-                alpha = float(config.alpha)
-                # Python's float power, one per cluster: identical on every machine
-                # and to the oracle (numpy's SIMD power may differ in the last bit).
-                by_label = np.array([_power(c, alpha) for c in counts.tolist()])
-                bad = ~np.isfinite(by_label) | ((counts > 0) & (by_label <= 0))
-                if bad.any():
-                    raise invalid(
-                        "alpha",
-                        "small enough that |C_k|**alpha is finite and > 0",
-                        alpha,
-                        "Pass alpha in about [-10, 10].",
-                    )
-            else:
-                by_label = np.ones(self.n_labels)
+            by_label = policy.cluster_weights(counts, config.alpha, config.cluster_weights)
             drawn = (counts > 0) & (by_label > 0)
             self.cluster_ids = np.flatnonzero(drawn).astype(np.int64)
             table = np.full(self.n_labels + 1, -1, dtype=np.int64)
@@ -493,22 +492,90 @@ class ScheduleStream:
     def _budget_text(self) -> str:
         config = self.config
         if config.num_samples is not None:
-            return f"num_samples={config.num_samples}"
-        return f"num_tokens={config.num_tokens}"
+            return hint("num_samples", config.num_samples)
+        return hint("num_tokens", config.num_tokens)
 
     def _exhausted_error(self) -> ClusterClipError:
         return ClusterClipError(
             f"the budget {self._budget_text()} cannot be met: every cluster is clipped at "
-            f"max_repeats={self.config.max_repeats} after {self.cluster_end} draws. Raise "
-            "max_repeats, lower the budget, or pass on_exhausted='stop' or 'random'."
+            f"{hint('max_repeats', self.config.max_repeats)} after {self.cluster_end} draws. "
+            f"Raise {hint('max_repeats', self.config.max_repeats)}, lower the budget, or pass "
+            f"{hint('on_exhausted', 'stop')} or {hint('on_exhausted', 'random')}."
         )
 
     def _warn_exhausted(self) -> None:
         warnings.warn(
             f"clusterclip: the budget {self._budget_text()} cannot be met: every cluster "
-            f"is clipped at max_repeats={self.config.max_repeats} after {self.cluster_end} "
-            "draws; the schedule stops there (on_exhausted='stop'). Pass "
-            "on_exhausted='random' to continue with random passes, or raise max_repeats.",
+            f"is clipped at {hint('max_repeats', self.config.max_repeats)} after "
+            f"{self.cluster_end} draws; the schedule stops there "
+            f"({hint('on_exhausted', 'stop')}). Pass {hint('on_exhausted', 'random')} to "
+            f"continue with random passes, or raise {spell('max_repeats')}.",
             UserWarning,
-            stacklevel=5,  # _warn_exhausted <- stream <- open_stream <- API <- caller
+            stacklevel=_outside_package(),
         )
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _outside_package() -> int:
+    """``stacklevel`` of the first caller outside ``clusterclip`` (whatever the route)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR + os.sep
+    ):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
+    """The :class:`Schedule` of ``indices`` produced by ``stream.blocks(0)``: stats and config.
+
+    Parameters
+    ----------
+    stream : ScheduleStream
+        The stream, iterated to its end (its clip steps and budget state are read).
+    indices : ndarray of int64, shape (T,)
+        The concatenated blocks.
+    """
+    prep = stream.prep
+    clip_step = np.full(prep.n_labels, -1, dtype=np.int64)
+    if not prep.policy.single_group:
+        clip_step[prep.cluster_ids] = stream.clip_step
+    planned = None
+    if stream.planned is not None and not prep.policy.single_group:
+        planned = np.zeros(prep.n_labels, dtype=np.int64)
+        planned[prep.cluster_ids] = stream.planned.plan
+    stats = compute_stats(
+        indices,
+        prep.labels,
+        prep.lengths,
+        budget_met=stream.budget_met,
+        exhausted_at=stream.exhausted_at,
+        clip_step=clip_step,
+        planned_draws=planned,
+    )
+    return Schedule(indices=indices, stats=stats, config=prep.config)
+
+
+def rechunk(parts: Iterator[np.ndarray], block_size: int) -> Iterator[np.ndarray]:
+    """Regroup consecutive arrays into arrays of ``block_size`` (the last shorter).
+
+    >>> [b.tolist() for b in rechunk(iter([np.arange(3), np.arange(2)]), 2)]
+    [[0, 1], [2, 0], [1]]
+    """
+    pending: list[np.ndarray] = []
+    held = 0
+    for part in parts:
+        while part.size:
+            take = min(block_size - held, part.size)
+            pending.append(part[:take])
+            held += take
+            part = part[take:]
+            if held == block_size:
+                yield pending[0] if len(pending) == 1 else np.concatenate(pending)
+                pending, held = [], 0
+    if held:
+        yield pending[0] if len(pending) == 1 else np.concatenate(pending)
