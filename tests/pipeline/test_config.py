@@ -89,7 +89,7 @@ def test_bad_values_are_errors(tmp_path):
         config_from_mapping({"cluster": {"n_clusters": "8"}})
     with pytest.raises(
         ClusterClipError,
-        match=r"\[schedule\]: `policy` must be one of clusterclip, uniform, temperature, random",
+        match=r"\[schedule\]: `policy` must be one of random, uniform, clusterclip, temperature",
     ):
         config_from_mapping({"schedule": {"policy": "balanced"}})
     path = tmp_path / "bad.toml"

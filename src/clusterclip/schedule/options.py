@@ -11,6 +11,15 @@ from typing import Any
 
 from clusterclip.errors import hint, invalid
 from clusterclip.options import check_fields, option
+from clusterclip.schedule.policy import (
+    DEFAULT_MAX_REPEATS,
+    DEFAULT_ON_EXHAUSTED,
+    DEFAULT_ORDER,
+    DEFAULT_POLICY,
+    EXHAUSTION_RULES,
+    ORDERS,
+    POLICIES,
+)
 
 __all__ = ["ScheduleOptions"]
 
@@ -27,13 +36,13 @@ class ScheduleOptions:
     """
 
     policy: str = option(
-        "clusterclip",
+        DEFAULT_POLICY,
         "Sampling policy: clusterclip (uniform over clusters + clip), uniform (no clip), "
         "temperature (weights |C_k|^alpha), random (shuffled passes).",
-        choices=("clusterclip", "uniform", "temperature", "random"),
+        choices=tuple(POLICIES),
     )
     max_repeats: int | None = option(
-        4,
+        DEFAULT_MAX_REPEATS,
         "Repetition cap R per document (none, inf or infinity: no cap).",
         kind="int_or_none",
         minimum=1,
@@ -54,15 +63,15 @@ class ScheduleOptions:
         None, "Temperature policy exponent: weights |C_k|^alpha.", kind="float"
     )
     order: str = option(
-        "online",
+        DEFAULT_ORDER,
         "online: the paper's clip (small clusters early); planned: per-cluster draws "
         "planned for the budget, spread evenly.",
-        choices=("online", "planned"),
+        choices=ORDERS,
     )
     on_exhausted: str = option(
-        "stop",
+        DEFAULT_ON_EXHAUSTED,
         "When every cluster is clipped before the budget: stop early, continue randomly, or fail.",
-        choices=("stop", "random", "error"),
+        choices=EXHAUSTION_RULES,
     )
     cluster_weights: tuple[float, ...] | None = option(
         None, "Custom weight per cluster id (TOML list only).", kind="list_float", cli=False
