@@ -100,7 +100,7 @@ def test_one_spelling_per_setting_across_every_subcommand():
     """A keyword has one flag everywhere, and a flag means one keyword everywhere."""
     flags_of: dict[str, set[str]] = {}
     keywords_of: dict[str, set[str]] = {}
-    for name, sub in _subcommands().items():
+    for sub in _subcommands().values():
         for action in sub._actions:
             longs = [s for s in action.option_strings if s.startswith("--")]
             if not longs or action.dest in ("help",):
