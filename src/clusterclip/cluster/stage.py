@@ -9,16 +9,17 @@ blocks (on the engine chosen: in-process or Ray) and writes ``centroids.npy``,
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.kmeans import KMeans, _check_int, assign
+from clusterclip.cluster.assignment import assign_files
+from clusterclip.cluster.kmeans import KMeans, _check_int
+from clusterclip.engines import resolve_options
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.io import (
     atomic_path,
@@ -30,7 +31,7 @@ from clusterclip.io import (
     write_stage,
 )
 
-__all__ = ["ASSIGN_ENGINES", "ClusterResult", "cluster", "cluster_summary"]
+__all__ = ["ClusterResult", "cluster", "cluster_summary"]
 
 CENTROIDS_NAME = "centroids.npy"
 CLUSTERS_NAME = "clusters.parquet"
@@ -83,73 +84,6 @@ class _RowView:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         return self.matrix[self.source_rows[key]]
-
-
-# ------------------------------------------------------------------ engines
-
-
-def _assign_local(
-    embeddings: Any,
-    centroids: np.ndarray,
-    *,
-    backend: str,
-    batch_size: int,
-    options: Mapping[str, Any],
-    progress: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    from clusterclip.progress import progress_bar
-
-    if options:
-        raise invalid(
-            "engine_options",
-            "empty for engine='local'",
-            dict(options),
-            "Drop them, or pass engine='ray' to use Ray options.",
-        )
-    n = embeddings.shape[0]
-    labels = np.empty(n, dtype=np.int32)
-    scores = np.empty(n, dtype=np.float32)
-    bar = progress_bar(total=n, desc="assign", unit="doc") if progress else None
-    for start, block in embeddings.iter_blocks(batch_size):
-        stop = start + len(block)
-        labels[start:stop], scores[start:stop] = assign(
-            block, centroids, backend=backend, offset=start
-        )
-        if bar is not None:
-            bar.update(len(block))
-    if bar is not None:
-        bar.close()
-    return labels, scores
-
-
-def _assign_ray(
-    embeddings: Any,
-    centroids: np.ndarray,
-    *,
-    backend: str,
-    batch_size: int,
-    options: Mapping[str, Any],
-    progress: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-
-    require_extra("ray", "ray")
-    from clusterclip.engines import ray_engine
-
-    return ray_engine.assign_ray(
-        embeddings.paths,
-        centroids,
-        assign=functools.partial(assign, backend=backend),
-        block_rows=batch_size,
-        **dict(options),
-    )
-
-
-#: Where the assignment step runs: name -> function(embeddings, centroids, *, backend,
-#: batch_size, options, progress) -> (labels int32, scores float32) for every row.
-ASSIGN_ENGINES: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
-    "local": _assign_local,
-    "ray": _assign_ray,
-}
 
 
 # ------------------------------------------------------------------ summary
@@ -282,9 +216,11 @@ def cluster(
     overwrite : bool
         Replace a previous result made with other settings or inputs (otherwise refuse).
     engine : {"local", "ray"}
-        Where the assignment step runs (:data:`ASSIGN_ENGINES`); the fit stays local.
+        Where the assignment step runs (:data:`clusterclip.engines.ENGINES`); the
+        fit stays local.
     engine_options : mapping, optional
-        Engine settings, e.g. ``{"address": "auto", "num_workers": 8}`` for Ray.
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``, e.g.
+        ``{"address": "auto", "num_workers": 8}``; empty for ``"local"``.
     progress : bool
         Progress bars on stderr.
 
@@ -309,8 +245,7 @@ def cluster(
 
     started = time.perf_counter()
     workdir = Path(workdir)
-    if engine not in ASSIGN_ENGINES:
-        raise invalid("engine", f"one of {list(ASSIGN_ENGINES)}", engine, "Pass engine='local'.")
+    ray_options = resolve_options(engine, engine_options)
     batch_size = _check_int("batch_size", batch_size, 1, "Pass e.g. batch_size=65536.")
     model = KMeans(
         n_clusters,
@@ -374,12 +309,13 @@ def cluster(
     fitted = time.perf_counter()
     centroids = model.cluster_centers_
     resolved = get_backend(backend).name
-    labels, scores = ASSIGN_ENGINES[engine](
-        embeddings,
+    labels, scores = assign_files(
+        embeddings.paths,
         centroids,
         backend=resolved,
-        batch_size=batch_size,
-        options=dict(engine_options or {}),
+        block_rows=batch_size,
+        engine=engine,
+        options=ray_options,
         progress=progress,
     )
     labels = np.asarray(labels, dtype=np.int32)

@@ -12,27 +12,19 @@ from __future__ import annotations
 
 from clusterclip._callable import make_module_callable
 from clusterclip.embed.encoders import Encoder, EncoderSpec, get_encoder
-from clusterclip.embed.job import (
-    DEFAULT_SHARD_SIZE,
-    ENGINES,
-    EmbedResult,
-    embed,
-    embed_shard,
-    open_embeddings,
-    run_shards_local,
-)
+from clusterclip.embed.job import DEFAULT_SHARD_SIZE, EmbedResult, embed, open_embeddings
+from clusterclip.embed.worker import EmbedWorker, embed_shard
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
-    "ENGINES",
     "EmbedResult",
+    "EmbedWorker",
     "Encoder",
     "EncoderSpec",
     "embed",
     "embed_shard",
     "get_encoder",
     "open_embeddings",
-    "run_shards_local",
 ]
 
 
