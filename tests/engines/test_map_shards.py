@@ -129,13 +129,17 @@ def test_missing_ray_names_the_install_line():
         """
         import sys
         sys.modules["ray"] = None  # as if Ray were not installed
-        from clusterclip.engines import map_shards
+        from clusterclip.engines import map_shards, resolve_options
         from clusterclip.errors import MissingDependencyError
-        try:
-            next(map_shards([(0, "text")], lambda: str.upper, engine="ray"))
-        except MissingDependencyError as error:
-            print(error)
+        for attempt in (
+            lambda: resolve_options("ray", {"num_workers": 2}),
+            lambda: next(map_shards([(0, "text")], lambda: str.upper, engine="ray")),
+        ):
+            try:
+                attempt()
+            except MissingDependencyError as error:
+                print(error)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert "pip install 'clusterclip[ray]'" in out.stdout
+    assert out.stdout.count("pip install 'clusterclip[ray]'") == 2

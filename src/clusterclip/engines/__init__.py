@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from clusterclip.engines.options import RayOptions
-from clusterclip.errors import invalid
+from clusterclip.errors import invalid, require_extra
 
 __all__ = ["ENGINES", "RayOptions", "Task", "WorkerFactory", "map_shards", "resolve_options"]
 
@@ -60,9 +60,15 @@ def resolve_options(engine: str, options: Mapping[str, Any] | None) -> RayOption
     RayOptions or None
         ``None`` for the local engine.
 
+    Raises
+    ------
+    MissingDependencyError
+        For ``"ray"`` without Ray installed (the message names
+        ``pip install 'clusterclip[ray]'``).
+
     Examples
     --------
-    >>> resolve_options("ray", {"num_workers": 2}).num_workers
+    >>> resolve_options("ray", {"num_workers": 2}).num_workers  # doctest: +SKIP
     2
     >>> resolve_options("local", None) is None
     True
@@ -78,7 +84,10 @@ def resolve_options(engine: str, options: Mapping[str, Any] | None) -> RayOption
                 "Drop them, or pass engine='ray' to use Ray options.",
             )
         return None
-    return RayOptions.from_mapping(options or {})
+    ray_options = RayOptions.from_mapping(options or {})
+    # Fail before a stage prepares anything (a TF-IDF fit, a model download).
+    require_extra("ray", "ray")
+    return ray_options
 
 
 def map_shards(
