@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import gzip
 import json
 import os
@@ -32,9 +31,10 @@ from pathlib import Path
 import numpy as np
 
 import clusterclip
-from clusterclip.cluster.kmeans import assign, assign_matrix
+from clusterclip.cluster.assignment import assign_files
+from clusterclip.cluster.kmeans import assign_matrix
 from clusterclip.embed import embed
-from clusterclip.engines.ray_engine import assign_ray
+from clusterclip.engines import RayOptions
 from clusterclip.io.shards import ShardedMatrix
 
 
@@ -96,13 +96,13 @@ def time_assignment(embeddings: ShardedMatrix, repeats: int) -> dict[str, float]
         "local": lambda: assign_matrix(
             embeddings, centroids, backend=backend, batch_size=ASSIGN_BLOCK_ROWS
         ),
-        "ray, 1 actor": lambda: assign_ray(
-            embeddings.paths, centroids, assign=functools.partial(assign, backend=backend),
-            block_rows=ASSIGN_BLOCK_ROWS, num_workers=1,
+        "ray, 1 actor": lambda: assign_files(
+            embeddings.paths, centroids, backend=backend, block_rows=ASSIGN_BLOCK_ROWS,
+            engine="ray", options=RayOptions(num_workers=1),
         ),
-        "ray, 2 actors": lambda: assign_ray(
-            embeddings.paths, centroids, assign=functools.partial(assign, backend=backend),
-            block_rows=ASSIGN_BLOCK_ROWS, num_workers=2,
+        "ray, 2 actors": lambda: assign_files(
+            embeddings.paths, centroids, backend=backend, block_rows=ASSIGN_BLOCK_ROWS,
+            engine="ray", options=RayOptions(num_workers=2),
         ),
     }  # fmt: skip
     best: dict[str, float] = {}

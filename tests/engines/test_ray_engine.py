@@ -1,6 +1,8 @@
-"""The Ray engine against the local one, on a local Ray cluster started here.
+"""The embed and cluster stages on the Ray engine against the local one.
 
-One Ray instance (2 CPUs) serves the whole module; every run uses 2 actors.
+One Ray instance (2 CPUs, ``conftest.py``) serves the package; every run uses
+2 actors. Faults are injected by wrapping the stage's worker factory
+(``tests/engines/workers.py``), never through the production code.
 Documents: 2,398 KJV verses, two bad records among them, then a shard of 300
 empty texts (a shard with nothing to embed), embedded with the ``tfidf``
 encoder in shards of 300 (9 shards), so every check runs in seconds.
@@ -8,6 +10,7 @@ encoder in shards of 300 (9 shards), so every check runs in seconds.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -23,14 +26,16 @@ import numpy as np
 import pytest
 
 import clusterclip
+import clusterclip.cluster.assignment
+import clusterclip.embed.job
 import clusterclip.io
 from clusterclip.cli import main
 from clusterclip.embed import embed, open_embeddings
 from clusterclip.embed.encoders import TFIDF_STATE
-from clusterclip.engines import ray_engine
-from clusterclip.errors import ClusterClipError
+from tests.engines.conftest import ROOT
+from tests.engines.workers import KillOnce, wrapping
 
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 
 N_VERSES = 2398
@@ -41,14 +46,10 @@ BLOCK_ROWS = 250  # 2 assignment blocks per part, 18 in all
 RAY_OPTIONS = {"num_workers": 2, "max_in_flight": 3}
 
 
-@pytest.fixture(scope="module")
-def ray_address():
-    """A fresh local Ray instance with 2 CPUs for this module; its GCS address."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
+def _kill_a_worker(monkeypatch, stage_module, marker: Path) -> None:
+    """Make the first worker of ``stage_module``'s next map die on its second task."""
+    wrap = functools.partial(KillOnce, marker=str(marker))
+    monkeypatch.setattr(stage_module, "map_shards", wrapping(stage_module.map_shards, wrap))
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ def test_killed_worker_is_retried_without_losing_documents(
     ray_address, corpus, local_run, tmp_path, monkeypatch
 ):
     marker = tmp_path / "killed"
-    monkeypatch.setenv(ray_engine.FAULT_MARKER_ENV, str(marker))
+    _kill_a_worker(monkeypatch, clusterclip.embed.job, marker)
     workdir = tmp_path / "ray"
     _reuse_tfidf_fit(local_run, workdir)
     _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
@@ -160,14 +161,18 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
     script = textwrap.dedent(
         f"""
         import clusterclip
+        import clusterclip.embed.job as job
+        from tests.engines.workers import Slow, wrapping
+        # every shard takes 0.5 s longer, so the driver is killed mid-run
+        job.map_shards = wrapping(job.map_shards, lambda worker: Slow(worker, 0.5))
         clusterclip.embed({str(corpus)!r}, workdir={str(workdir)!r}, encoder="tfidf",
                           shard_size={SHARD_SIZE}, engine="ray",
                           engine_options={{"address": {ray_address!r}, "num_workers": 2,
                                            "max_in_flight": 2}})
         """
     )
-    env = dict(os.environ, **{ray_engine.SHARD_DELAY_ENV: "0.5", "CLUSTERCLIP_PROGRESS": "0"})
-    driver = subprocess.Popen([sys.executable, "-c", script], env=env)
+    env = dict(os.environ, CLUSTERCLIP_PROGRESS="0")
+    driver = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT)
     parts = workdir / "embeddings"
     deadline = time.monotonic() + 120
     try:
@@ -209,7 +214,7 @@ def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
     ray_run, local_clusters, tmp_path, monkeypatch
 ):
     marker = tmp_path / "killed"
-    monkeypatch.setenv(ray_engine.FAULT_MARKER_ENV, str(marker))
+    _kill_a_worker(monkeypatch, clusterclip.cluster.assignment, marker)
     workdir = tmp_path / "ray"
     shutil.copytree(ray_run, workdir)
     result = _cluster(workdir, engine="ray", engine_options={"num_workers": 2})
@@ -226,39 +231,7 @@ def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
     assert ours["config"]["engine"] == "ray"
 
 
-def test_options_are_validated():
-    with pytest.raises(ClusterClipError, match=r"`num_workers` must be an int in \[1, inf\)"):
-        ray_engine.RayOptions(num_workers=0)
-    with pytest.raises(ClusterClipError, match="`num_gpus_per_worker` must be a number >= 0"):
-        ray_engine.RayOptions(num_gpus_per_worker=-1)
-    with pytest.raises(ClusterClipError, match="`ray_address` must be a Ray address"):
-        ray_engine.RayOptions(address="")
-
-
 def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):
     status = main(["embed", str(corpus), "--workdir", str(tmp_path), "--num-workers", "2"])
     assert status == 2
     assert "apply to the Ray engine only. Add --engine ray" in capsys.readouterr().err
-
-
-def test_a_pool_larger_than_the_cluster_is_refused(ray_address):
-    shards = iter([(0, ["In the beginning"])])
-    with pytest.raises(ClusterClipError, match="`num_workers` must be at most 2 on this Ray"):
-        next(ray_engine.run_shards_ray(None, shards, num_workers=3))
-
-
-def test_missing_ray_names_the_install_line():
-    script = textwrap.dedent(
-        """
-        import sys
-        sys.modules["ray"] = None  # as if Ray were not installed
-        from clusterclip.engines.ray_engine import run_shards_ray
-        from clusterclip.errors import MissingDependencyError
-        try:
-            next(run_shards_ray(None, iter([(0, ["text"])])))
-        except MissingDependencyError as error:
-            print(error)
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert "pip install 'clusterclip[ray]'" in out.stdout

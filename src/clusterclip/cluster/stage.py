@@ -9,22 +9,23 @@ blocks (on the engine chosen: in-process or Ray) and writes ``centroids.npy``,
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.kmeans import KMeans, assign
+from clusterclip.cluster.assignment import assign_files
+from clusterclip.cluster.kmeans import KMeans
 from clusterclip.cluster.options import ClusterOptions
+from clusterclip.engines import resolve_options
 from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
 from clusterclip.io import WorkDir, atomic_path, versions
 from clusterclip.runner import StageOutput, run_stage
 
-__all__ = ["ASSIGN_ENGINES", "ClusterResult", "ClusterStage", "cluster", "cluster_summary"]
+__all__ = ["ClusterResult", "ClusterStage", "cluster", "cluster_summary"]
 
 
 @dataclass(frozen=True)
@@ -63,73 +64,6 @@ class _RowView:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         return self.matrix[self.source_rows[key]]
-
-
-# ------------------------------------------------------------------ engines
-
-
-def _assign_local(
-    embeddings: Any,
-    centroids: np.ndarray,
-    *,
-    backend: str,
-    batch_size: int,
-    options: Mapping[str, Any],
-    progress: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    from clusterclip.progress import progress_bar
-
-    if options:
-        raise invalid(
-            "engine_options",
-            "empty for engine='local'",
-            dict(options),
-            "Drop them, or pass engine='ray' to use Ray options.",
-        )
-    n = embeddings.shape[0]
-    labels = np.empty(n, dtype=np.int32)
-    scores = np.empty(n, dtype=np.float32)
-    bar = progress_bar(total=n, desc="assign", unit="doc") if progress else None
-    for start, block in embeddings.iter_blocks(batch_size):
-        stop = start + len(block)
-        labels[start:stop], scores[start:stop] = assign(
-            block, centroids, backend=backend, offset=start
-        )
-        if bar is not None:
-            bar.update(len(block))
-    if bar is not None:
-        bar.close()
-    return labels, scores
-
-
-def _assign_ray(
-    embeddings: Any,
-    centroids: np.ndarray,
-    *,
-    backend: str,
-    batch_size: int,
-    options: Mapping[str, Any],
-    progress: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-
-    require_extra("ray", "ray")
-    from clusterclip.engines import ray_engine
-
-    return ray_engine.assign_ray(
-        embeddings.paths,
-        centroids,
-        assign=functools.partial(assign, backend=backend),
-        block_rows=batch_size,
-        **dict(options),
-    )
-
-
-#: Where the assignment step runs: name -> function(embeddings, centroids, *, backend,
-#: batch_size, options, progress) -> (labels int32, scores float32) for every row.
-ASSIGN_ENGINES: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
-    "local": _assign_local,
-    "ray": _assign_ray,
-}
 
 
 # ------------------------------------------------------------------ summary
@@ -210,9 +144,11 @@ def cluster(
     overwrite : bool
         Replace a previous result made with other settings or inputs (otherwise refuse).
     engine : {"local", "ray"}
-        Where the assignment step runs (:data:`ASSIGN_ENGINES`); the fit stays local.
+        Where the assignment step runs (:data:`clusterclip.engines.ENGINES`); the
+        fit stays local.
     engine_options : mapping, optional
-        Engine settings, e.g. ``{"address": "auto", "num_workers": 8}`` for Ray.
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``, e.g.
+        ``{"address": "auto", "num_workers": 8}``; empty for ``"local"``.
     progress : bool
         Progress bars on stderr.
 
@@ -259,12 +195,8 @@ class ClusterStage:
         engine_options: Mapping[str, Any] | None = None,
         progress: bool = False,
     ) -> None:
-        if engine not in ASSIGN_ENGINES:
-            raise invalid(
-                "engine", f"one of {list(ASSIGN_ENGINES)}", engine, "Pass engine='local'."
-            )
         self.engine = engine
-        self.engine_options = dict(engine_options or {})
+        self.ray_options = resolve_options(engine, engine_options)  # checked before any work
         self.progress = progress
 
     def inputs(self, work: WorkDir, options: ClusterOptions) -> dict[str, Any]:
@@ -319,9 +251,9 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     model.fit(data)
     fitted = time.perf_counter()
     centroids = model.cluster_centers_
-    labels, scores = ASSIGN_ENGINES[stage.engine](
-        embeddings, centroids, backend=get_backend(options.backend).name,
-        batch_size=options.assign_batch_size, options=stage.engine_options,
+    labels, scores = assign_files(
+        embeddings.paths, centroids, backend=get_backend(options.backend).name,
+        block_rows=options.assign_batch_size, engine=stage.engine, options=stage.ray_options,
         progress=stage.progress,
     )  # fmt: skip
     labels = np.asarray(labels, dtype=np.int32)

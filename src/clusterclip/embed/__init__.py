@@ -14,29 +14,26 @@ from clusterclip._callable import make_module_callable
 from clusterclip.embed.encoders import Encoder, EncoderSpec, get_encoder
 from clusterclip.embed.job import (
     DEFAULT_SHARD_SIZE,
-    ENGINES,
     EmbedResult,
     EmbedStage,
     embed,
-    embed_shard,
     open_embeddings,
-    run_shards_local,
 )
 from clusterclip.embed.options import EmbedOptions
+from clusterclip.embed.worker import EmbedWorker, embed_shard
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
-    "ENGINES",
     "EmbedOptions",
     "EmbedResult",
     "EmbedStage",
+    "EmbedWorker",
     "Encoder",
     "EncoderSpec",
     "embed",
     "embed_shard",
     "get_encoder",
     "open_embeddings",
-    "run_shards_local",
 ]
 
 

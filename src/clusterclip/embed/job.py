@@ -8,11 +8,10 @@ the shard boundaries depend only on the inputs and ``shard_size``.
   fragment (``.embed-state/index-NNNNN.parquet``, with token counts) and hand
   ``(shard_id, ok_texts)`` to the executor. Shards already finished are
   skipped without tokenising or encoding.
-- **work** (executor): :func:`embed_shard` turns texts into a float16 array.
-  An executor is any function ``(spec, shard_iter) -> Iterator[(shard_id,
-  array)]``; results may come back in any order. ``engine="local"`` is
-  :func:`run_shards_local`; ``engine="ray"`` plugs in
-  ``clusterclip.engines.ray_engine.run_shards_ray`` through :data:`ENGINES`.
+- **work** (engine): :class:`~clusterclip.embed.worker.EmbedWorker` turns a
+  shard's texts into float16 rows and token counts, wherever
+  :func:`clusterclip.engines.map_shards` runs it (``engine="local"``: in this
+  process; ``"ray"``: on a pool of actors); results come back in shard order.
 - **write** (driver): place the ok rows into an all-zero ``(rows, dim)``
   float16 array and write ``embeddings/part-NNNNN.npy`` atomically. A shard is
   finished when its fragment and its part exist with matching row counts; a
@@ -24,11 +23,11 @@ Memory holds one shard of texts (plus whatever the executor keeps in flight).
 
 from __future__ import annotations
 
-import importlib
+import functools
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,9 @@ from clusterclip.embed.encoders import (
 )
 from clusterclip.embed.index import IndexRows, write_documents, write_fragment
 from clusterclip.embed.options import EmbedOptions
-from clusterclip.errors import ClusterClipError, MissingDependencyError, invalid, require_extra
+from clusterclip.embed.worker import EmbedWorker
+from clusterclip.engines import map_shards, resolve_options
+from clusterclip.errors import ClusterClipError, require_extra
 from clusterclip.io import WorkDir, atomic_path, fingerprint_file, versions
 from clusterclip.io.readers import (
     DATASET_SOURCE,
@@ -62,27 +63,16 @@ from clusterclip.runner import StageOutput, run_stage
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
-    "ENGINES",
     "EmbedResult",
     "EmbedStage",
     "embed",
-    "embed_shard",
     "open_embeddings",
-    "run_shards_local",
 ]
 
 #: Documents per embeddings part (declared once, on :class:`EmbedOptions`).
 DEFAULT_SHARD_SIZE = EmbedOptions.shard_size
 
 ShardIter = Iterator[tuple[int, list[str]]]
-#: Yields ``(shard id, float16 embeddings, int64 token counts)`` in shard order.
-Executor = Callable[..., Iterator[tuple[int, np.ndarray, np.ndarray]]]
-
-#: engine name -> (module, function, pip extra)
-ENGINES: dict[str, tuple[str, str, str | None]] = {
-    "local": ("clusterclip.embed.job", "run_shards_local", None),
-    "ray": ("clusterclip.engines.ray_engine", "run_shards_ray", "ray"),
-}
 
 
 @dataclass
@@ -102,55 +92,6 @@ class EmbedResult:
     documents: Any
     embeddings: ShardedMatrix
     summary: dict[str, Any]
-
-
-# --------------------------------------------------------------------------- work
-
-
-def embed_shard(encoder: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Embed one shard's texts and count their tokens, where the encoder runs.
-
-    Returns float16 ``(len(texts), dim)`` unit rows and int64 ``(len(texts),)``
-    token counts (``n_tokens`` of ``documents.parquet``). Counting here rather
-    than on the driver keeps the driver from tokenising the whole corpus alone
-    while Ray workers wait.
-
-    >>> from clusterclip.embed.encoders import EncoderSpec
-    >>> vectors, tokens = embed_shard(EncoderSpec(encoder="static").build(), ["a verse"])  # doctest: +SKIP
-    >>> vectors.dtype, tokens.tolist()  # doctest: +SKIP
-    (dtype('float16'), [2])
-    """
-    if not texts:
-        return np.zeros((0, encoder.dim), dtype=np.float16), np.zeros(0, dtype=np.int64)
-    both = getattr(encoder, "encode_with_counts", None)  # one tokenisation for both
-    if both is not None:
-        vectors, tokens = both(texts)
-    else:
-        vectors, tokens = encoder.encode(texts), encoder.count_tokens(texts)
-    vectors = np.asarray(vectors, dtype=np.float32).astype(np.float16)
-    return vectors, np.asarray(tokens, dtype=np.int64)
-
-
-def run_shards_local(
-    spec: EncoderSpec, shard_iter: ShardIter
-) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """The in-process executor: embed shards one after the other, in order."""
-    encoder = get_encoder(spec)
-    for shard_id, texts in shard_iter:
-        yield shard_id, *embed_shard(encoder, texts)
-
-
-def _executor(engine: str) -> Executor:
-    if engine not in ENGINES:
-        raise invalid("engine", f"one of {sorted(ENGINES)}", engine)
-    module_name, function, extra = ENGINES[engine]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        raise MissingDependencyError(
-            f"engine={engine!r} is not available ({error}): pip install 'clusterclip[{extra}]'"
-        ) from error
-    return getattr(module, function)
 
 
 # --------------------------------------------------------------------------- plan / state
@@ -246,7 +187,9 @@ def embed(
     shard_size : int
         Documents per part file and unit of resume.
     engine : {"local", "ray"}
-        Where shards are embedded; ``engine_options`` go to the executor.
+        Where shards are embedded (:data:`clusterclip.engines.ENGINES`);
+        ``engine_options`` are the fields of :class:`~clusterclip.engines.RayOptions`
+        for ``"ray"`` (e.g. ``{"num_workers": 4}``) and empty for ``"local"``.
     trust_remote_code : bool
         Let the model run its own code (opt-in, never the default).
     precision : {"auto", "float32", "bfloat16", "float16"}
@@ -304,7 +247,7 @@ class EmbedStage:
     ) -> None:
         self.source = inputs
         self.engine = engine
-        self.engine_options = dict(engine_options or {})
+        self.ray_options = resolve_options(engine, engine_options)  # checked before any work
         self._names, self._fingerprints = _input_config(inputs)
 
     def inputs(self, work: WorkDir, options: EmbedOptions) -> dict[str, Any]:
@@ -323,7 +266,6 @@ class EmbedStage:
 def _run_embed(
     work: WorkDir, options: EmbedOptions, stage: EmbedStage, *, resume: bool
 ) -> StageOutput:
-    executor = _executor(stage.engine)
     start_time = time.perf_counter()
     workdir = work.path
     spec = EncoderSpec(
@@ -343,7 +285,7 @@ def _run_embed(
         stage.source, text_field=options.text_field, id_field=options.id_field,
         strict=options.strict,
     )  # fmt: skip
-    stats = _embed_shards(plan, stream, executor, spec, stage, local.dim)
+    stats = _embed_shards(plan, stream, spec, stage, local.dim)
     n_documents = sum(stream.counts.values())
     if n_documents == 0:
         raise ClusterClipError(f"inputs {stage._names} hold no records. Check the files.")
@@ -411,9 +353,9 @@ def _prepare_encoder(work: WorkDir, options: EmbedOptions, spec: EncoderSpec, so
 
 
 def _embed_shards(
-    plan: _Plan, stream: Any, executor: Executor, spec: EncoderSpec, stage: EmbedStage, dim: int
+    plan: _Plan, stream: Any, spec: EncoderSpec, stage: EmbedStage, dim: int
 ) -> dict[str, int]:
-    """Plan shards from the record stream, run them on the executor, write them as they return."""
+    """Plan shards from the record stream, run them on the engine, write them as they return."""
     shard_size = plan.shard_size
     # shard -> (its index rows, ok positions): the index fragment is written when
     # the shard's token counts come back with its embeddings
@@ -450,7 +392,9 @@ def _embed_shards(
     plan.parts.mkdir(parents=True, exist_ok=True)
     total = _count_records(stage.source) if progress_enabled() else None
     with progress_bar(total=total, desc="embed", unit="doc") as bar:
-        for shard, vectors, tokens in executor(spec, shard_iter(), **stage.engine_options):
+        worker = functools.partial(EmbedWorker, spec)
+        results = map_shards(shard_iter(), worker, engine=stage.engine, options=stage.ray_options)
+        for shard, (vectors, tokens) in results:
             rows, positions = pending.pop(shard)
             n_rows = len(rows)
             if vectors.shape != (len(positions), dim) or tokens.shape != (len(positions),):

@@ -1,0 +1,149 @@
+"""The assignment step of the cluster stage, on any engine.
+
+The rows to assign are the embed stage's part files, cut into blocks
+described by ``(file, start, stop, offset)``. :class:`AssignWorker` is the
+factory handed to :func:`clusterclip.engines.map_shards`: each process keeps a
+copy of the centroids and memory-maps the part files itself, so no embedding
+is shipped from the driver, whichever engine runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from clusterclip.cluster.kmeans import assign
+from clusterclip.engines import RayOptions, map_shards
+from clusterclip.errors import ClusterClipError
+
+__all__ = ["AssignWorker", "Block", "assign_files", "plan_blocks"]
+
+#: ``(part file, first row, end row, global row of the first row)``.
+Block = tuple[str, int, int, int]
+
+
+class AssignWorker:
+    """Assign blocks of embedding rows to their nearest centroid.
+
+    Pass ``functools.partial(AssignWorker, centroids, backend)`` as the
+    ``worker`` of :func:`clusterclip.engines.map_shards`; each process builds
+    one and calls it with every :data:`Block`.
+
+    Parameters
+    ----------
+    centroids : numpy.ndarray
+        ``(K, d)`` unit centroids; copied (backends such as torch want a
+        writable array, and Ray hands out read-only ones).
+    backend : str
+        E-step backend of :func:`clusterclip.cluster.assign`.
+
+    Examples
+    --------
+    >>> worker = AssignWorker(np.eye(2, dtype=np.float32), "numpy")
+    >>> worker(("embeddings/part-00000.npy", 0, 2, 0))  # doctest: +SKIP
+    (array([1, 0], dtype=int32), array([1., 1.], dtype=float32))
+    """
+
+    def __init__(self, centroids: np.ndarray, backend: str) -> None:
+        self.centroids = np.array(centroids, dtype=np.float32)
+        self.backend = backend
+        self.files: dict[str, np.ndarray] = {}
+
+    def __call__(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
+        """``labels`` int32 and ``scores`` float32 of the block's rows."""
+        path, start, stop, offset = block
+        if path not in self.files:
+            self.files[path] = np.load(path, mmap_mode="r")
+        rows = np.asarray(self.files[path][start:stop])
+        labels, scores = assign(rows, self.centroids, backend=self.backend, offset=offset)
+        return np.asarray(labels, dtype=np.int32), np.asarray(scores, dtype=np.float32)
+
+
+def plan_blocks(paths: Sequence[str | os.PathLike[str]], block_rows: int) -> list[Block]:
+    """Cut the files (stacked by rows, in this order) into blocks of at most ``block_rows``.
+
+    >>> plan_blocks([], 10)
+    []
+    """
+    blocks, offset = [], 0
+    for path in paths:
+        rows = int(np.load(path, mmap_mode="r").shape[0])
+        for start in range(0, rows, block_rows):
+            blocks.append((str(Path(path)), start, min(start + block_rows, rows), offset + start))
+        offset += rows
+    return blocks
+
+
+def assign_files(
+    paths: Sequence[str | os.PathLike[str]],
+    centroids: np.ndarray,
+    *,
+    backend: str,
+    block_rows: int,
+    engine: str = "local",
+    options: RayOptions | None = None,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Assign every row of the embedding part files to its nearest centroid.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        ``.npy`` files of shape ``(rows, d)``, stacked by rows in this order
+        (``embeddings/part-*.npy``). Workers memory-map them, so on a
+        multi-node Ray cluster every node must see them at the same path.
+    centroids : numpy.ndarray
+        ``(K, d)`` unit centroids (shipped once per process).
+    backend : str
+        E-step backend (:mod:`clusterclip.cluster.backends`), resolved.
+    block_rows : int
+        Rows per task.
+    engine, options
+        See :func:`clusterclip.engines.map_shards`.
+    progress : bool
+        A progress bar on stderr.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``labels`` int32 and ``scores`` float32 of length ``sum(rows)``:
+        what :func:`~clusterclip.cluster.assign` gives on the stacked rows,
+        whatever the engine and the number of workers.
+
+    Examples
+    --------
+    >>> labels, scores = assign_files(parts, centroids, backend="numpy", block_rows=65536)  # doctest: +SKIP
+    """
+    from clusterclip.progress import progress_bar
+
+    blocks = plan_blocks(paths, block_rows)
+    total = blocks[-1][3] + blocks[-1][2] - blocks[-1][1] if blocks else 0
+    labels = np.empty(total, dtype=np.int32)
+    scores = np.empty(total, dtype=np.float32)
+    worker = functools.partial(AssignWorker, centroids, backend)
+    tasks = [(block[3], block) for block in blocks]
+    done = 0  # rows filled so far: results come back in row order
+    bar = progress_bar(total=total, desc="assign", unit="doc") if progress else None
+    for offset, (block_labels, block_scores) in map_shards(
+        tasks, worker, engine=engine, options=options
+    ):
+        if offset != done:
+            raise ClusterClipError(
+                f"the {engine} engine returned rows from {offset} where {done} was expected; "
+                "rerun the cluster stage."
+            )
+        done += len(block_labels)
+        labels[offset:done], scores[offset:done] = block_labels, block_scores
+        if bar is not None:
+            bar.update(len(block_labels))
+    if bar is not None:
+        bar.close()
+    if done != total:
+        raise ClusterClipError(
+            f"the {engine} engine returned {done} of {total} rows; rerun the cluster stage."
+        )
+    return labels, scores
