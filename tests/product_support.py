@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from clusterclip.io import atomic_write_json, fingerprint_array, fingerprint_file, write_stage
+from clusterclip.io.readers import fingerprint_input
 
 
 def kjv_records(*, step: int, limit: int | None = None) -> list[dict]:
@@ -154,8 +155,14 @@ def make_workdir(
         workdir,
         "embed",
         {
-            "config": {"encoder": "hand-made"},
-            "inputs": {},
+            # The corpus as the embed stage records it, so WorkDir.corpus() can re-read it.
+            "config": {
+                "encoder": "hand-made",
+                "inputs": [str(path) for path in sources],
+                "text_field": None,
+                "id_field": None,
+            },
+            "inputs": {str(path): fingerprint_input(path) for path in sources},
             "outputs": {
                 "documents": fingerprint_file(workdir / "documents.parquet"),
                 "embeddings": "none",
@@ -203,7 +210,7 @@ def make_workdir(
                 "seed": seed,
             },
             "version": "hand-made",
-            "labels_fingerprint": fingerprint_array(labels),
+            "labels_fingerprint": fingerprint_array(labels.astype(np.int64)),
             "stats": {"length": len(indices)},
         },
     )

@@ -127,7 +127,9 @@ def test_export_detects_a_changed_source(tmp_path):
     made = make_workdir(tmp_path, step=300)
     plain = made["sources"][0]
     plain.write_text("\n".join(plain.read_text().splitlines()[:5]) + "\n")
-    with pytest.raises(ClusterClipError, match=r"part-a.jsonl has changed since it was embedded"):
+    with pytest.raises(
+        ClusterClipError, match=r"corpus file \S*part-a.jsonl changed size .* since it was embedded"
+    ):
         export_ordered_jsonl(made["workdir"], tmp_path / "out")
 
 

@@ -1,8 +1,8 @@
 """The schedule report: what a schedule does to a corpus, before any GPU time is spent.
 
-:func:`build_report` reads a work directory (``clusters.parquet``,
-``schedule.npy`` + ``schedule.json``, and ``documents.parquet`` when present)
-and writes
+:func:`build_report` reads a work directory through
+:class:`clusterclip.io.WorkDir` (labels, schedule and sidecar, documents when
+present) and writes
 
 - ``report.html``: a self-contained page (PNGs embedded as data URIs),
 - ``sizes.png``, ``shares.png``, ``dynamics.png``, ``repetitions.png``,
@@ -15,32 +15,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir
 
 __all__ = ["build_report"]
 
 
-def _check_fresh(workdir: Path) -> dict[str, str]:
+def _check_fresh(work: WorkDir) -> dict[str, str]:
     """Fingerprints of the inputs the report reads; refuse a stale schedule."""
-    from clusterclip.io import check_upstream, fingerprint_file, read_stage
-
-    schedule_stage = read_stage(workdir, "schedule")
-    if schedule_stage is not None:
-        changed = check_upstream(workdir, "schedule", schedule_stage.get("inputs", {}))
-        if changed:
-            raise ClusterClipError(
-                f"the schedule in {workdir} is stale: {'; '.join(changed)}. Rebuild it "
-                "(`clusterclip run` redoes the stages downstream of a change) and report again."
-            )
+    if work.entry("schedule") is not None:  # a hand-placed schedule has no entry to check
+        work.require_fresh("schedule")
     inputs = {}
-    for key, name in (
-        ("cluster.clusters", "clusters.parquet"),
-        ("schedule.schedule", "schedule.npy"),
-    ):
-        stage, _, output = key.partition(".")
-        entry = read_stage(workdir, stage)
-        recorded = (entry or {}).get("outputs", {}).get(output)
-        inputs[key] = recorded if recorded else fingerprint_file(workdir / name)
+    for key, artifact in (("cluster.clusters", "clusters"), ("schedule.schedule", "schedule")):
+        inputs[key] = work.output(key) or work.fingerprint(artifact)
     return inputs
 
 
@@ -80,7 +66,6 @@ def build_report(
     from clusterclip.io import (
         atomic_write_bytes,
         atomic_write_json,
-        fingerprint_file,
         versions,
         write_stage,
     )
@@ -97,14 +82,15 @@ def build_report(
         )
     out = Path(out_dir) if out_dir is not None else workdir
     out.mkdir(parents=True, exist_ok=True)
-    inputs = _check_fresh(workdir)
+    inputs = _check_fresh(WorkDir(workdir))
     data = compute_report_data(workdir, n_slices=n_slices, n_keywords=n_keywords)
     figures = write_figures(data, out)
     captions = {name: caption for name, (_draw, caption) in FIGURES.items()}
     data["figures"] = {name: {"file": name, "caption": captions[name]} for name in figures}
-    atomic_write_json(out / "report.json", data)
+    target = WorkDir(out)  # the work directory itself, or a folder laid out like one
+    atomic_write_json(target.path_of("report_json"), data)
     page = render_html(data, figures, captions)
-    atomic_write_bytes(out / "report.html", page.encode("utf-8"))
+    atomic_write_bytes(target.path_of("report_html"), page.encode("utf-8"))
     if out.resolve() == workdir.resolve():
         write_stage(
             workdir,
@@ -113,11 +99,11 @@ def build_report(
                 "config": {"n_slices": n_slices, "n_keywords": n_keywords},
                 "inputs": inputs,
                 "outputs": {
-                    "report_html": fingerprint_file(out / "report.html"),
-                    "report_json": fingerprint_file(out / "report.json"),
+                    "report_html": target.fingerprint("report_html"),
+                    "report_json": target.fingerprint("report_json"),
                 },
                 "versions": versions("matplotlib", "pyarrow"),
                 "complete": True,
             },
         )
-    return out / "report.html"
+    return target.path_of("report_html")
