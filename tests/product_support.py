@@ -235,3 +235,39 @@ def make_workdir(
         "books": books,
         "max_repeats": max_repeats,
     }
+
+
+def run_small_workdir(root: Path, *, n_lines: int = 300, n_clusters: int = 5) -> dict:
+    """A work directory made by the real pipeline (``clusterclip run``, tf-idf encoder).
+
+    Layout: ``root/verses.jsonl`` (the first ``n_lines`` KJV verses) and
+    ``root/work``. The corpus is embedded by its relative name from ``root``, so
+    the work directory finds it next to itself wherever ``root`` is copied.
+    """
+    import contextlib
+    import io
+
+    from clusterclip.cli import main
+
+    root.mkdir(parents=True, exist_ok=True)
+    corpus = root / "verses.jsonl"
+    records = kjv_records(step=1, limit=n_lines)
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with contextlib.chdir(root), contextlib.redirect_stdout(io.StringIO()):
+        code = main(
+            [
+                "run",
+                corpus.name,
+                "--workdir",
+                "work",
+                "--encoder",
+                "tfidf",
+                "--n-clusters",
+                str(n_clusters),
+                "--epochs",
+                "2",
+            ]
+        )
+    if code != 0:
+        raise RuntimeError(f"clusterclip run exited with {code}")
+    return {"root": root, "workdir": root / "work", "corpus": corpus, "records": records}
