@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from clusterclip.io import atomic_write_json, fingerprint_array, fingerprint_file, write_stage
+from clusterclip.io.readers import fingerprint_input
 
 
 def kjv_records(*, step: int, limit: int | None = None) -> list[dict]:
@@ -154,8 +155,14 @@ def make_workdir(
         workdir,
         "embed",
         {
-            "config": {"encoder": "hand-made"},
-            "inputs": {},
+            # The corpus as the embed stage records it, so WorkDir.corpus() can re-read it.
+            "config": {
+                "encoder": "hand-made",
+                "inputs": [str(path) for path in sources],
+                "text_field": None,
+                "id_field": None,
+            },
+            "inputs": {str(path): fingerprint_input(path) for path in sources},
             "outputs": {
                 "documents": fingerprint_file(workdir / "documents.parquet"),
                 "embeddings": "none",
@@ -203,7 +210,7 @@ def make_workdir(
                 "seed": seed,
             },
             "version": "hand-made",
-            "labels_fingerprint": fingerprint_array(labels),
+            "labels_fingerprint": fingerprint_array(labels.astype(np.int64)),
             "stats": {"length": len(indices)},
         },
     )
@@ -228,3 +235,39 @@ def make_workdir(
         "books": books,
         "max_repeats": max_repeats,
     }
+
+
+def run_small_workdir(root: Path, *, n_lines: int = 300, n_clusters: int = 5) -> dict:
+    """A work directory made by the real pipeline (``clusterclip run``, tf-idf encoder).
+
+    Layout: ``root/verses.jsonl`` (the first ``n_lines`` KJV verses) and
+    ``root/work``. The corpus is embedded by its relative name from ``root``, so
+    the work directory finds it next to itself wherever ``root`` is copied.
+    """
+    import contextlib
+    import io
+
+    from clusterclip.cli import main
+
+    root.mkdir(parents=True, exist_ok=True)
+    corpus = root / "verses.jsonl"
+    records = kjv_records(step=1, limit=n_lines)
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with contextlib.chdir(root), contextlib.redirect_stdout(io.StringIO()):
+        code = main(
+            [
+                "run",
+                corpus.name,
+                "--workdir",
+                "work",
+                "--encoder",
+                "tfidf",
+                "--n-clusters",
+                str(n_clusters),
+                "--epochs",
+                "2",
+            ]
+        )
+    if code != 0:
+        raise RuntimeError(f"clusterclip run exited with {code}")
+    return {"root": root, "workdir": root / "work", "corpus": corpus, "records": records}

@@ -127,7 +127,9 @@ def test_export_detects_a_changed_source(tmp_path):
     made = make_workdir(tmp_path, step=300)
     plain = made["sources"][0]
     plain.write_text("\n".join(plain.read_text().splitlines()[:5]) + "\n")
-    with pytest.raises(ClusterClipError, match=r"part-a.jsonl has changed since it was embedded"):
+    with pytest.raises(
+        ClusterClipError, match=r"corpus file \S*part-a.jsonl changed size .* since it was embedded"
+    ):
         export_ordered_jsonl(made["workdir"], tmp_path / "out")
 
 
@@ -141,3 +143,67 @@ def test_export_sample_index(made, tmp_path):
     np.testing.assert_array_equal(index, made["indices"])
     meta = json.loads(path.with_suffix(".json").read_text())
     assert meta["n_samples"] == len(index) and meta["n_documents"] == len(made["labels"])
+
+
+def test_iterable_dataset_from_a_workdir_streams_its_schedule(made, dataset):
+    pytest.importorskip("torch")
+    from clusterclip.adapters.hf import ScheduledIterableDataset
+
+    ids = dataset["id"]
+    stream = ScheduledIterableDataset.from_workdir(dataset, made["workdir"])
+    assert [row["id"] for row in stream] == [ids[i] for i in made["indices"]]
+    second = ScheduledIterableDataset.from_workdir(
+        dataset, made["workdir"], rank=1, world_size=3, consumed_samples=6
+    )
+    assert [row["id"] for row in second] == [ids[i] for i in made["indices"][7::3]]
+
+
+def _set_label(workdir, index: int, label: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = workdir / "clusters.parquet"
+    table = pq.read_table(path)
+    labels = table.column("cluster").to_numpy().copy()
+    labels[index] = label
+    pq.write_table(table.set_column(1, "cluster", pa.array(labels, pa.int32())), path)
+
+
+def test_iterable_dataset_from_a_workdir_refuses_changed_labels(tmp_path):
+    pytest.importorskip("torch")
+    from clusterclip.adapters.hf import ScheduledIterableDataset
+
+    made = make_workdir(tmp_path, step=300)
+    rows = list(range(len(made["labels"])))
+    first_ok = int(np.flatnonzero(made["labels"] >= 0)[0])
+    # Labels edited in place: the manifest still looks fresh, the sidecar's fingerprint does not.
+    _set_label(made["workdir"], first_ok, int(made["labels"][first_ok]) + 1)
+    with pytest.raises(
+        ClusterClipError, match=r"schedule in .* was built from other cluster labels.*Rebuild it"
+    ):
+        ScheduledIterableDataset.from_workdir(rows, made["workdir"])
+    # Re-clustered since the schedule was built: the manifest says so.
+    manifest_path = made["workdir"] / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["stages"]["cluster"]["outputs"]["clusters"] = "0" * 32
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ClusterClipError, match=r"schedule outputs in .* are stale"):
+        ScheduledIterableDataset.from_workdir(rows, made["workdir"])
+
+
+def test_schedule_indices_reads_a_workdir_through_workdir(tmp_path):
+    from clusterclip.adapters.hf import schedule_indices
+
+    made = make_workdir(tmp_path, step=300)
+    np.testing.assert_array_equal(schedule_indices(made["workdir"]), made["indices"])
+    np.testing.assert_array_equal(
+        schedule_indices(made["workdir"] / "schedule.npy"), made["indices"]
+    )
+    manifest_path = made["workdir"] / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["stages"]["cluster"]["outputs"]["clusters"] = "0" * 32
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ClusterClipError, match=r"schedule outputs in .* are stale"):
+        schedule_indices(made["workdir"])
+    with pytest.raises(ClusterClipError, match=r"`schedule` must be a schedule.npy file"):
+        schedule_indices(tmp_path / "nowhere")

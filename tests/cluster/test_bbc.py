@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
+from clusterclip.adapters.folders import export_cluster_folders
 from clusterclip.cli import main
 from clusterclip.cluster import cluster, inspect_clusters
-from clusterclip.cluster.export import export_cluster_folders
 from clusterclip.errors import ClusterClipError
 
 pytest.importorskip("clusterclip.io.readers")

@@ -113,7 +113,7 @@ def test_stale_schedule_is_refused(tmp_path):
     manifest["stages"]["cluster"]["outputs"]["clusters"] = "0" * 32  # clusters redone since
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(
-        ClusterClipError, match=r"schedule in .* is stale: cluster.clusters changed"
+        ClusterClipError, match=r"schedule outputs in .* are stale: cluster.clusters changed"
     ):
         build_report(made["workdir"])
 

@@ -6,6 +6,10 @@
 - ``clusterclip.adapters.hf``: Hugging Face ``datasets`` in schedule order.
 - ``clusterclip.adapters.export``: ordered jsonl shards and sample indices for
   trainers that read files.
+- ``clusterclip.adapters.folders``: the ClusterClip authors' layout, one folder
+  of jsonl files per cluster.
+
+All of them read the work directory through :class:`clusterclip.io.WorkDir`.
 
 Each sub-module imports its framework only when it is imported itself; this
 package imports nothing.

@@ -14,7 +14,11 @@ Ordered jsonl
     (int64 ``(N, 2)``: start and stop byte of document ``i``). Both are then
     memory-mapped and the schedule is streamed in blocks, so memory stays
     bounded (``O(N)`` for the offsets, nothing per draw) whatever the corpus
-    and schedule size. The store is rebuilt when ``documents.parquet`` changes.
+    and schedule size. The store is owned by
+    :meth:`clusterclip.io.WorkDir.record_store`: it is rebuilt when
+    ``documents.parquet`` changes, and every corpus file is checked unchanged
+    since it was embedded first, so a shifted or edited corpus is refused
+    instead of exported as the wrong documents.
 
 Sample index
     :func:`export_sample_index` writes the schedule as a flat int64 ``.npy`` of
@@ -24,84 +28,25 @@ Sample index
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file
 from clusterclip.progress import progress_bar
 
 __all__ = ["build_record_store", "export_ordered_jsonl", "export_sample_index"]
 
-STORE_DIR = "records"
 _BLOCK = 1 << 16
-
-
-def _schedule(workdir: Path) -> np.ndarray:
-    from clusterclip.report.data import load_schedule_indices
-
-    indices, _meta = load_schedule_indices(workdir)
-    return indices
-
-
-@contextmanager
-def _open_binary_lines(path: Path) -> Iterator[IO[bytes]]:
-    name = path.name
-    if name.endswith(".gz"):
-        with gzip.open(path, "rb") as handle:
-            yield handle
-    elif name.endswith(".zst"):
-        zstandard = require_extra("zstandard", "io")
-        with open(path, "rb") as raw:
-            reader = zstandard.ZstdDecompressor().stream_reader(raw)
-            with io.BufferedReader(reader) as handle:
-                yield handle
-    else:
-        with open(path, "rb") as handle:
-            yield handle
-
-
-def _iter_source(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number as the embed stage counts it, record bytes) for one source file."""
-    if path.name.endswith(".parquet"):
-        pq = require_extra("pyarrow.parquet", "io")
-        row = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
-            for record in batch.to_pylist():
-                yield row, json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
-                row += 1
-        return
-    with _open_binary_lines(path) as handle:
-        for line, data in enumerate(handle, start=1):
-            yield line, data.rstrip(b"\r\n")
-
-
-def _resolve_source(source: str, workdir: Path) -> Path:
-    path = Path(source)
-    for candidate in (path, workdir / path, workdir.parent / path):
-        if candidate.exists():
-            return candidate
-    if source == "<dataset>":
-        raise ClusterClipError(
-            "the corpus was a Hugging Face Dataset object, so its records cannot be re-read "
-            "from files. Use clusterclip.adapters.hf.apply_schedule(dataset, schedule) instead, "
-            "or save the dataset to parquet and embed the files."
-        )
-    raise ClusterClipError(
-        f"source file {source} (recorded in documents.parquet) not found. Run the export from "
-        "the directory you embedded from, or restore the file."
-    )
 
 
 def build_record_store(workdir: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
     """Build (or reuse) the memory-mapped record store of a work directory.
+
+    A thin wrapper over :meth:`clusterclip.io.WorkDir.record_store`, which checks
+    that every corpus file is unchanged since it was embedded first.
 
     Returns
     -------
@@ -112,72 +57,7 @@ def build_record_store(workdir: str | os.PathLike[str]) -> tuple[np.ndarray, np.
     >>> bytes(records[offsets[0, 0]:offsets[0, 1]])  # doctest: +SKIP
     b'{"id": "Genesis 1:1", ...}'
     """
-    from clusterclip.io import atomic_path, atomic_write_json, fingerprint_file
-
-    workdir = Path(workdir)
-    documents_path = workdir / "documents.parquet"
-    if not documents_path.exists():
-        raise ClusterClipError(
-            f"{documents_path} not found. Run `clusterclip embed` (or `clusterclip run`) first."
-        )
-    store = workdir / STORE_DIR
-    meta_path = store / "records.json"
-    fingerprint = fingerprint_file(documents_path)
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text("utf-8"))
-        if meta.get("documents") == fingerprint and (store / "offsets.npy").exists():
-            return _open_store(store)
-
-    pq = require_extra("pyarrow.parquet", "io")
-    table = pq.read_table(documents_path, columns=["index", "source", "line"])
-    index = table.column("index").to_numpy().astype(np.int64)
-    lines = table.column("line").to_numpy().astype(np.int64)
-    sources = np.asarray(table.column("source").to_pylist(), dtype=object)
-    n = int(index.max()) + 1 if len(index) else 0
-    offsets = np.full((n, 2), -1, dtype=np.int64)
-    order_of_sources = list(dict.fromkeys(sources.tolist()))
-    store.mkdir(parents=True, exist_ok=True)
-    with (
-        atomic_path(store / "records.bin") as tmp,
-        open(tmp, "wb") as out,
-        progress_bar(total=n, desc="record store", unit="doc") as bar,
-    ):
-        position = 0
-        for source in order_of_sources:
-            members = np.flatnonzero(sources == source)
-            members = members[np.argsort(lines[members], kind="stable")]
-            wanted_lines, wanted_index = lines[members], index[members]
-            cursor = 0
-            for line, data in _iter_source(_resolve_source(source, workdir)):
-                if cursor == len(wanted_lines):
-                    break
-                if line != wanted_lines[cursor]:
-                    continue
-                out.write(data)
-                offsets[wanted_index[cursor]] = (position, position + len(data))
-                position += len(data)
-                cursor += 1
-                bar.update(1)
-            if cursor != len(wanted_lines):
-                raise ClusterClipError(
-                    f"{source} has changed since it was embedded: line {wanted_lines[cursor]} "
-                    "is missing. Rerun `clusterclip run` (it re-embeds changed inputs)."
-                )
-    with atomic_path(store / "offsets.npy") as tmp, open(tmp, "wb") as handle:
-        np.save(handle, offsets)
-    atomic_write_json(meta_path, {"documents": fingerprint, "n_documents": n})
-    return _open_store(store)
-
-
-def _open_store(store: Path) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.load(store / "offsets.npy", mmap_mode="r")
-    size = (store / "records.bin").stat().st_size
-    records = (
-        np.memmap(store / "records.bin", dtype=np.uint8, mode="r")
-        if size
-        else np.zeros(0, dtype=np.uint8)
-    )
-    return records, offsets
+    return WorkDir(workdir).record_store()
 
 
 def export_ordered_jsonl(
@@ -191,8 +71,8 @@ def export_ordered_jsonl(
     Parameters
     ----------
     workdir : path
-        Work directory with ``documents.parquet`` and ``schedule.npy``; the
-        source files recorded in ``documents.parquet`` must still be readable.
+        Work directory with a schedule; the corpus files it embedded must be
+        unchanged (a moved, edited or truncated file is refused, nothing written).
     out : path
         Output directory; receives ``part-00000.jsonl``, ... and ``index.json``.
     shard_size : int
@@ -209,16 +89,15 @@ def export_ordered_jsonl(
     >>> export_ordered_jsonl("work", "ordered", shard_size=50_000)  # doctest: +SKIP
     [PosixPath('ordered/part-00000.jsonl'), PosixPath('ordered/part-00001.jsonl')]
     """
-    from clusterclip.io import atomic_path, atomic_write_json, fingerprint_file
-
     if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
         raise invalid("shard_size", "an int in [1, inf)", shard_size, "Pass shard_size=100000.")
-    workdir, out = Path(workdir), Path(out)
-    indices = _schedule(workdir)
-    records, offsets = build_record_store(workdir)
+    work, out = WorkDir(workdir), Path(out)
+    schedule = work.schedule()
+    indices = schedule.indices
+    records, offsets = work.record_store()
     if len(indices) and int(indices.max()) >= len(offsets):
         raise ClusterClipError(
-            f"schedule.npy in {workdir} refers to documents beyond documents.parquet "
+            f"{schedule.path} refers to documents beyond the {len(offsets)} embedded ones "
             f"({int(indices.max())} >= {len(offsets)}). Rebuild the schedule with `clusterclip run`."
         )
     out.mkdir(parents=True, exist_ok=True)
@@ -238,7 +117,7 @@ def export_ordered_jsonl(
                         missing = int(block[np.flatnonzero(spans[:, 0] < 0)[0]])
                         raise ClusterClipError(
                             f"document {missing} is scheduled but has no record in the store. "
-                            f"Delete {workdir / STORE_DIR} and export again."
+                            f"Delete {work.path_of('records')} and export again."
                         )
                     for begin, stop in spans:
                         handle.write(records[begin:stop].tobytes())
@@ -259,8 +138,8 @@ def export_ordered_jsonl(
                 }
                 for i, p in enumerate(shards)
             ],
-            "schedule": fingerprint_file(workdir / "schedule.npy"),
-            "workdir": str(workdir),
+            "schedule": fingerprint_file(schedule.path),
+            "workdir": str(work.path),
         },
     )
     return shards
@@ -289,10 +168,9 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
     >>> np.load(path, mmap_mode="r")[:3]  # doctest: +SKIP
     memmap([1841,  302, 77810])
     """
-    from clusterclip.io import atomic_path, atomic_write_json, fingerprint_file
-
-    workdir, out = Path(workdir), Path(out)
-    indices = _schedule(workdir)
+    work, out = WorkDir(workdir), Path(out)
+    schedule = work.schedule()
+    indices = schedule.indices
     if out.suffix != ".npy":
         out = out / "sample_index.npy"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -303,7 +181,7 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
             target[start : start + (1 << 22)] = indices[start : start + (1 << 22)]
         target.flush()
         del target
-    n_documents = _n_documents(workdir)
+    n_documents = work.n_documents() if work.exists("documents") else None
     atomic_write_json(
         out.with_suffix(".json"),
         {
@@ -312,15 +190,7 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
             "n_samples": len(indices),
             "n_documents": n_documents,
             "meaning": "index[j] = 0-based document index (embed input order) of training sample j",
-            "schedule": fingerprint_file(workdir / "schedule.npy"),
+            "schedule": fingerprint_file(schedule.path),
         },
     )
     return out
-
-
-def _n_documents(workdir: Path) -> Any:
-    path = workdir / "documents.parquet"
-    if not path.exists():
-        return None
-    pq = require_extra("pyarrow.parquet", "io")
-    return pq.ParquetFile(path).metadata.num_rows

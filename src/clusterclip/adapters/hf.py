@@ -21,36 +21,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import invalid, require_extra
+from clusterclip.errors import ClusterClipError, invalid, require_extra
 
 __all__ = ["ScheduledIterableDataset", "apply_schedule", "schedule_indices"]  # noqa: F822 (lazy, see __getattr__)
 
 
 def schedule_indices(schedule: Any) -> np.ndarray:
     """The int64 document indices of a :class:`~clusterclip.schedule.Schedule`,
-    an array, or a path to a ``schedule.npy`` / work directory (memory-mapped).
+    an array, a work directory, or a ``.npy`` file (memory-mapped).
+
+    A work directory (or its schedule file) is read through
+    :meth:`clusterclip.io.WorkDir.schedule`, which refuses a schedule built
+    from labels that have changed since.
 
     >>> schedule_indices(np.array([2, 0, 1])).tolist()
     [2, 0, 1]
     """
     if isinstance(schedule, (str, os.PathLike)):
-        from pathlib import Path
-
-        path = Path(schedule)
-        if path.is_dir():
-            path = path / "schedule.npy"
-        if not path.exists():
-            raise invalid(
-                "schedule",
-                "a schedule.npy file or a work directory holding one",
-                str(schedule),
-                "Run `clusterclip run` to build the schedule first.",
-            )
-        indices = np.load(path, mmap_mode="r")
+        indices = _indices_from_path(Path(schedule))
     else:
         indices = getattr(schedule, "indices", schedule)
         indices = np.asarray(indices)
@@ -62,6 +55,23 @@ def schedule_indices(schedule: Any) -> np.ndarray:
             "Pass a Schedule, its .indices, or a path to schedule.npy.",
         )
     return indices
+
+
+def _indices_from_path(path: Path) -> np.ndarray:
+    from clusterclip.io import WorkDir
+
+    if path.is_dir():
+        return WorkDir(path).schedule().indices
+    if path.is_file() and WorkDir(path.parent).path_of("schedule") == path:
+        return WorkDir(path.parent).schedule().indices
+    if path.is_file() and path.suffix == ".npy":  # an exported sample index, say
+        return np.load(path, mmap_mode="r")
+    raise invalid(
+        "schedule",
+        "a schedule.npy file or a work directory holding one",
+        str(path),
+        "Run `clusterclip run` to build the schedule first.",
+    )
 
 
 def _check_range(indices: np.ndarray, n_rows: int) -> None:
@@ -143,6 +153,61 @@ class _ScheduledIterable:
         self.rank = int(rank)
         self.world_size = int(world_size)
         self.consumed_samples = int(consumed_samples)
+
+    @classmethod
+    def from_workdir(
+        cls,
+        dataset: Sequence[Any] | Any,
+        workdir: str | os.PathLike[str],
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        consumed_samples: int = 0,
+    ) -> Any:
+        """Stream the schedule saved in a work directory, refusing a stale one.
+
+        Parameters
+        ----------
+        dataset : datasets.Dataset or any sequence
+            The corpus that was embedded, row ``i`` = document index ``i``.
+        workdir : path
+            Work directory with completed ``cluster`` and ``schedule`` stages.
+        rank, world_size, consumed_samples : int
+            As for the constructor.
+
+        Returns
+        -------
+        ScheduledIterableDataset
+            Streams exactly ``WorkDir(workdir).schedule().indices``. Refused
+            (:class:`~clusterclip.errors.ClusterClipError`) when the labels
+            changed after the schedule was built, so a trainer never reads an
+            order made for other clusters.
+
+        Examples
+        --------
+        >>> stream = ScheduledIterableDataset.from_workdir(dataset, "work", rank=0, world_size=8)  # doctest: +SKIP
+        """
+        from clusterclip.io import WorkDir, fingerprint_array
+
+        work = WorkDir(workdir)
+        work.require_fresh("schedule")
+        schedule = work.schedule()
+        recorded = schedule.meta.get("labels_fingerprint")
+        current = fingerprint_array(np.asarray(work.labels(), dtype=np.int64))
+        if recorded != current:
+            raise ClusterClipError(
+                f"the schedule in {work.path} was built from other cluster labels than the "
+                f"current ones ({'none recorded' if recorded is None else 'labels changed since'}"
+                f"). Rebuild it: `clusterclip run ... --workdir {work.path}` (or "
+                f"`clusterclip schedule --workdir {work.path}`)."
+            )
+        return cls(
+            dataset,
+            schedule.indices,
+            rank=rank,
+            world_size=world_size,
+            consumed_samples=consumed_samples,
+        )
 
     def __len__(self) -> int:
         """Items this rank still yields from ``consumed_samples`` to the end."""
@@ -226,7 +291,9 @@ Parameters
 dataset : datasets.Dataset or any sequence
     Map-style: ``dataset[i]`` is document index ``i``.
 schedule : Schedule, array of int, or path
-    The training order (document indices).
+    The training order (document indices). To stream a work directory's
+    saved schedule with its freshness checked, use
+    ``ScheduledIterableDataset.from_workdir(dataset, workdir)``.
 rank, world_size : int
     This process's place among the data-parallel ranks. Rank ``r`` reads
     global positions ``consumed_samples + r + j * world_size``; DataLoader workers

@@ -22,7 +22,7 @@ EXAMPLE = """example:
 
 
 def _cluster_folders(workdir: str, out: str, shard_size: int | None) -> dict[str, Any]:
-    from clusterclip.cluster.export import export_cluster_folders
+    from clusterclip.adapters.folders import export_cluster_folders
 
     kwargs = {} if shard_size is None else {"shard_size": shard_size}
     return export_cluster_folders(workdir, out, **kwargs)

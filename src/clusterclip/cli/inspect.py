@@ -46,7 +46,7 @@ def _shorten(text: str, width: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cluster.inspect import inspect_clusters
+    from clusterclip.describe.inspect import inspect_clusters
 
     report = inspect_clusters(
         args.workdir, clusters=args.cluster, n_keywords=args.top, n_examples=args.examples

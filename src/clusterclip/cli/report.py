@@ -32,9 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_report_summary(path: Path) -> None:
-    import json
+    from clusterclip.io import WorkDir
 
-    data = json.loads(path.with_name("report.json").read_text("utf-8"))
+    data = WorkDir(path.parent).report()  # report.json sits next to report.html
     s = data["summary"]
     print(f"report:      {path}")
     print(

@@ -1,4 +1,10 @@
-"""The cluster stage: spherical k-means, streaming assignment, inspection, export.
+"""The cluster stage: spherical k-means and streaming assignment.
+
+Describing the clusters (``inspect_clusters``, keywords) lives in
+:mod:`clusterclip.describe` and the per-cluster folder export in
+:mod:`clusterclip.adapters.folders`: they read a finished work directory and are
+no part of the stage. ``clusterclip.cluster.inspect_clusters`` still resolves to
+:func:`clusterclip.describe.inspect_clusters`.
 
 >>> import numpy as np
 >>> from clusterclip.cluster import KMeans
@@ -25,13 +31,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:  # the stage and inspection need pyarrow; load them on use
+def __getattr__(name: str) -> Any:  # the stage needs pyarrow; load it on use
     if name in ("cluster", "ClusterResult"):
         from clusterclip.cluster import stage
 
         return getattr(stage, name)
-    if name == "inspect_clusters":
-        from clusterclip.cluster.inspect import inspect_clusters
+    if name == "inspect_clusters":  # moved to clusterclip.describe; the old name still works
+        from clusterclip.describe import inspect_clusters
 
         return inspect_clusters
     raise AttributeError(f"module 'clusterclip.cluster' has no attribute {name!r}")

@@ -363,7 +363,10 @@ class WorkDir:
 
     def n_clusters(self) -> int:
         """K of the cluster stage (empty clusters included)."""
-        return int(np.load(self.path_of("centroids"), mmap_mode="r").shape[0])
+        path = self.path_of("centroids")
+        if not path.exists():
+            raise ClusterClipError(f"{path} not found. Run `clusterclip cluster` first.")
+        return int(np.load(path, mmap_mode="r").shape[0])
 
     # -- schedule stage -----------------------------------------------------
     def schedule(self) -> ScheduleFile:
@@ -445,14 +448,23 @@ class WorkDir:
     def corpus(self) -> Iterator[Any]:
         """Every record of the embedded corpus, in index order (:class:`~clusterclip.io.readers.Record`).
 
-        The files are checked first (:meth:`corpus_files`); a corpus that yields
-        another number of records than ``documents.parquet`` lists is refused.
-        """
-        from clusterclip.io.readers import iter_records
+        The files are checked now, before the first record is read
+        (:meth:`corpus_files`), so a caller can refuse before it writes
+        anything; a corpus that yields another number of records than
+        ``documents.parquet`` lists is refused at its end.
 
+        >>> next(WorkDir("work").corpus()).index  # doctest: +SKIP
+        0
+        """
         paths = self.corpus_files()
         config = self.require("embed").get("config", {})
-        expected = self.n_documents()
+        return self._stream_corpus(paths, config, self.n_documents())
+
+    def _stream_corpus(
+        self, paths: list[Path], config: Mapping[str, Any], expected: int
+    ) -> Iterator[Any]:
+        from clusterclip.io.readers import iter_records
+
         seen = 0
         for record in iter_records(
             [str(p) for p in paths],

@@ -1,8 +1,8 @@
 """The schedule report: what a schedule does to a corpus, before any GPU time is spent.
 
-:func:`build_report` reads a work directory (``clusters.parquet``,
-``schedule.npy`` + ``schedule.json``, and ``documents.parquet`` when present)
-and writes
+:func:`build_report` reads a work directory through
+:class:`clusterclip.io.WorkDir` (labels, schedule and sidecar, documents when
+present) and writes
 
 - ``report.html``: a self-contained page (PNGs embedded as data URIs),
 - ``sizes.png``, ``shares.png``, ``dynamics.png``, ``repetitions.png``,
@@ -14,35 +14,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir
 from clusterclip.report.options import ReportOptions
 
 __all__ = ["ReportOptions", "build_report", "write_report"]
 
 
-def _check_fresh(workdir: Path) -> dict[str, str]:
+def _check_fresh(work: WorkDir) -> dict[str, str]:
     """Fingerprints of the inputs the report reads; refuse a stale schedule."""
-    from clusterclip.io import check_upstream, fingerprint_file, read_stage
-
-    schedule_stage = read_stage(workdir, "schedule")
-    if schedule_stage is not None:
-        changed = check_upstream(workdir, "schedule", schedule_stage.get("inputs", {}))
-        if changed:
-            raise ClusterClipError(
-                f"the schedule in {workdir} is stale: {'; '.join(changed)}. Rebuild it "
-                "(`clusterclip run` redoes the stages downstream of a change) and report again."
-            )
+    if work.entry("schedule") is not None:  # a hand-placed schedule has no entry to check
+        work.require_fresh("schedule")
     inputs = {}
-    for key, name in (
-        ("cluster.clusters", "clusters.parquet"),
-        ("schedule.schedule", "schedule.npy"),
-    ):
-        stage, _, output = key.partition(".")
-        entry = read_stage(workdir, stage)
-        recorded = (entry or {}).get("outputs", {}).get(output)
-        inputs[key] = recorded if recorded else fingerprint_file(workdir / name)
+    for key, artifact in (("cluster.clusters", "clusters"), ("schedule.schedule", "schedule")):
+        inputs[key] = work.output(key) or work.fingerprint(artifact)
     return inputs
 
 
@@ -80,7 +65,6 @@ def build_report(
     PosixPath('work/report.html')
     """
     from clusterclip.errors import invalid
-    from clusterclip.io import WorkDir
     from clusterclip.report.stage import ReportStage
     from clusterclip.runner import run_stage
 
@@ -96,20 +80,21 @@ def build_report(
     return write_report(work, out, n_slices=options.n_slices, n_keywords=options.n_keywords)
 
 
-def write_report(work: Any, out: Path, *, n_slices: int, n_keywords: int) -> Path:
-    """Render the report of ``work`` (a :class:`~clusterclip.io.WorkDir`) into ``out``."""
-    from clusterclip.io import ARTIFACTS, atomic_write_bytes, atomic_write_json
+def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) -> Path:
+    """Render the report of ``work`` into ``out`` (the work directory or another folder)."""
+    from clusterclip.io import atomic_write_bytes, atomic_write_json
     from clusterclip.report.data import compute_report_data
     from clusterclip.report.figures import FIGURES, write_figures
     from clusterclip.report.html import render_html
 
     out.mkdir(parents=True, exist_ok=True)
-    _check_fresh(work.path)
+    _check_fresh(work)
     data = compute_report_data(work.path, n_slices=n_slices, n_keywords=n_keywords)
     figures = write_figures(data, out)
     captions = {name: caption for name, (_draw, caption) in FIGURES.items()}
     data["figures"] = {name: {"file": name, "caption": captions[name]} for name in figures}
-    atomic_write_json(out / ARTIFACTS["report_json"], data)
+    target = WorkDir(out)  # the work directory itself, or a folder laid out like one
+    atomic_write_json(target.path_of("report_json"), data)
     page = render_html(data, figures, captions)
-    atomic_write_bytes(out / ARTIFACTS["report_html"], page.encode("utf-8"))
-    return out / ARTIFACTS["report_html"]
+    atomic_write_bytes(target.path_of("report_html"), page.encode("utf-8"))
+    return target.path_of("report_html")

@@ -6,8 +6,8 @@ and with uniform-over-clusters sampling, how that spread drifts during
 training as clusters are clipped, how often documents repeat, and which
 documents are never seen.
 
-All quantities are computed from ``clusters.parquet`` (labels),
-``schedule.npy`` (the order) and ``schedule.json`` (policy and repeat cap),
+All quantities are computed from the labels, the schedule and its sidecar
+(policy and repeat cap), read through :class:`clusterclip.io.WorkDir`,
 streaming the schedule in blocks so memory stays ``O(N + K)``:
 
 - *random* and *uniform* shares are analytical expectations for the same
@@ -22,15 +22,14 @@ streaming the schedule in blocks so memory stays ``O(N + K)``:
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir
 
 __all__ = ["compute_report_data", "load_labels", "load_schedule_indices"]
 
@@ -39,66 +38,25 @@ BLOCK_SIZE = 1 << 20
 
 
 def load_labels(workdir: str | os.PathLike[str]) -> np.ndarray:
-    """Cluster label of every document (int32, ``-1`` = excluded), in index order."""
-    path = Path(workdir) / "clusters.parquet"
-    if not path.exists():
-        raise ClusterClipError(
-            f"{path} not found. Run `clusterclip cluster --workdir {workdir} --n-clusters K` "
-            "(or `clusterclip run`) first."
-        )
-    pq = require_extra("pyarrow.parquet", "io")
-    table = pq.read_table(path, columns=["index", "cluster"])
-    index = table.column("index").to_numpy()
-    labels = table.column("cluster").to_numpy().astype(np.int32, copy=False)
-    if len(index) and not np.array_equal(index, np.arange(len(index))):
-        order = np.argsort(index, kind="stable")
-        labels = labels[order]
-    return labels
+    """Cluster label of every document (int32, ``-1`` = excluded): :meth:`WorkDir.labels`."""
+    return WorkDir(workdir).labels()
 
 
 def load_schedule_indices(workdir: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any]]:
-    """The schedule (memory-mapped int64 array) and its JSON sidecar."""
-    path = Path(workdir) / "schedule.npy"
-    if not path.exists():
-        raise ClusterClipError(
-            f"{path} not found. Build a schedule first: `clusterclip run ... --workdir {workdir}` "
-            "or `clusterclip schedule --workdir W`."
-        )
-    indices = np.load(path, mmap_mode="r")
-    if indices.ndim != 1 or indices.dtype.kind not in "iu":
-        raise ClusterClipError(
-            f"{path} must hold a 1-D integer array of document indices; got "
-            f"{indices.dtype} with shape {indices.shape}. Rebuild the schedule."
-        )
-    sidecar = path.with_suffix(".json")
-    meta = json.loads(sidecar.read_text("utf-8")) if sidecar.exists() else {}
-    return indices, meta
+    """The schedule (memory-mapped int64 array) and its sidecar: :meth:`WorkDir.schedule`."""
+    schedule = WorkDir(workdir).schedule()
+    return schedule.indices, schedule.meta
 
 
-def _documents_info(workdir: Path, n: int) -> dict[str, Any]:
-    path = workdir / "documents.parquet"
-    if not path.exists():
+def _documents_info(work: WorkDir, n: int) -> dict[str, Any]:
+    if not work.exists("documents"):
         return {"n_documents": n, "status_counts": {}, "n_tokens": None}
-    pq = require_extra("pyarrow.parquet", "io")
-    names = set(pq.read_schema(path).names)
-    columns = [c for c in ("index", "status", "n_tokens") if c in names]
-    table = pq.read_table(path, columns=columns)
-    status_counts: dict[str, int] = {}
-    if "status" in names:
-        values, counts = np.unique(
-            np.asarray(table.column("status").to_pylist(), dtype=object).astype(str),
-            return_counts=True,
-        )
-        status_counts = {str(v): int(c) for v, c in zip(values, counts, strict=True)}
-    n_tokens = None
-    if "n_tokens" in names:
-        n_tokens = table.column("n_tokens").to_numpy().astype(np.int64)
-        if "index" in names:
-            index = table.column("index").to_numpy()
-            n_tokens = n_tokens[np.argsort(index, kind="stable")]
-        if not n_tokens.any():
-            n_tokens = None
-    return {"n_documents": table.num_rows, "status_counts": status_counts, "n_tokens": n_tokens}
+    n_tokens = work.n_tokens()
+    return {
+        "n_documents": work.n_documents(),
+        "status_counts": work.status_counts(),
+        "n_tokens": n_tokens if n_tokens.any() else None,
+    }
 
 
 def _rarest(order_by_size_ascending: np.ndarray, fraction: float) -> np.ndarray:
@@ -143,13 +101,14 @@ def compute_report_data(
     Parameters
     ----------
     workdir : path
-        A work directory holding ``clusters.parquet`` and ``schedule.npy``
-        (+ ``schedule.json``); ``documents.parquet`` adds status counts and
-        token totals; the ``clusterclip.cluster`` stage adds keywords and examples.
+        A work directory with completed cluster and schedule stages; the
+        embed stage's documents add status counts and token totals; the
+        embedded corpus, when unchanged, adds keywords and examples
+        (:func:`clusterclip.describe.inspect_clusters`).
     n_slices : int
         Number of equal slices of the schedule for the sampling-dynamics curve.
     n_keywords, n_examples : int
-        Passed to :func:`clusterclip.cluster.inspect_clusters` for the table.
+        Passed to :func:`clusterclip.describe.inspect_clusters` for the table.
 
     Returns
     -------
@@ -163,22 +122,22 @@ def compute_report_data(
     >>> data["summary"]["never_seen_fraction"]  # doctest: +SKIP
     0.0312
     """
-    workdir = Path(workdir)
-    labels = load_labels(workdir)
-    indices, meta = load_schedule_indices(workdir)
+    work = WorkDir(workdir)
+    labels = work.labels()
+    schedule = work.schedule()
+    indices, meta = schedule.indices, schedule.meta
     n = len(labels)
     if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n):
         raise ClusterClipError(
-            f"{workdir / 'schedule.npy'} holds document indices outside [0, {n}) but "
-            f"clusters.parquet has {n} documents. The schedule is stale: rebuild it "
+            f"{schedule.path} holds document indices outside [0, {n}) but "
+            f"{work.path_of('clusters').name} has {n} documents. The schedule is stale: rebuild it "
             "(`clusterclip run` redoes it)."
         )
     usable = labels >= 0
     n_usable = int(usable.sum())
     n_clusters = int(labels.max()) + 1 if n_usable else 0
-    centroids = workdir / "centroids.npy"
-    if centroids.exists():  # clusters left empty after assignment still count
-        n_clusters = max(n_clusters, int(np.load(centroids, mmap_mode="r").shape[0]))
+    if work.exists("centroids"):  # clusters left empty after assignment still count
+        n_clusters = max(n_clusters, work.n_clusters())
     sizes = np.bincount(labels[usable], minlength=n_clusters).astype(np.int64)
     total = len(indices)
     config = dict(meta.get("config", {}))
@@ -243,12 +202,12 @@ def compute_report_data(
     if n_usable:
         np.maximum.at(max_per_cluster, labels[usable], seen_usable)
 
-    docs = _documents_info(workdir, n)
+    docs = _documents_info(work, n)
     tokens_drawn = None
     if docs["n_tokens"] is not None and len(docs["n_tokens"]) == n:
         tokens_drawn = int((seen_per_doc * docs["n_tokens"]).sum())
 
-    inspected = _inspect(workdir, n_clusters, n_keywords=n_keywords, n_examples=n_examples)
+    inspected = _inspect(work, n_clusters, n_keywords=n_keywords, n_examples=n_examples)
 
     random_share = sizes / n_usable if n_usable else np.zeros(n_clusters)
     uniform_share = np.where(sizes > 0, 1.0 / max(n_nonempty, 1), 0.0)
@@ -295,7 +254,7 @@ def compute_report_data(
     r10 = _rarest(ascending, 0.10) if n_clusters else ascending
     r50 = _rarest(ascending, 0.50) if n_clusters else ascending
     return {
-        "workdir": str(workdir),
+        "workdir": str(work.path),
         "schedule": {
             "config": config,
             "version": meta.get("version"),
@@ -357,16 +316,14 @@ def compute_report_data(
 
 
 def _inspect(
-    workdir: Path, n_clusters: int, *, n_keywords: int, n_examples: int
+    work: WorkDir, n_clusters: int, *, n_keywords: int, n_examples: int
 ) -> dict[int, dict[str, Any]]:
-    """Keywords and examples per cluster from the cluster stage, or {} if unavailable."""
-    try:
-        from clusterclip.cluster import inspect_clusters
-    except ImportError:
-        return {}
+    """Keywords and examples per cluster, or {} when the corpus cannot be re-read."""
+    from clusterclip.describe import inspect_clusters
+
     try:
         found = inspect_clusters(
-            workdir, clusters=None, n_keywords=n_keywords, n_examples=n_examples
+            work.path, clusters=None, n_keywords=n_keywords, n_examples=n_examples
         )
     except (ClusterClipError, OSError):
         # Sources moved or unreadable: the report still has every number, minus words.

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.corpus import iter_corpus, read_clusters
-from clusterclip.cluster.keywords import KeywordCounter
+from clusterclip.describe.keywords import KeywordCounter
 from clusterclip.errors import invalid
+from clusterclip.io import WorkDir
 
 __all__ = ["inspect_clusters", "nearest_documents"]
+
+
+def _check_count(name: str, value: Any, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise invalid(name, "an int in [0, inf)", value, fix)
+    return int(value)
 
 
 def nearest_documents(labels: np.ndarray, scores: np.ndarray, n: int) -> dict[int, list[int]]:
@@ -32,7 +38,7 @@ def nearest_documents(labels: np.ndarray, scores: np.ndarray, n: int) -> dict[in
 
 
 def inspect_clusters(
-    workdir: str | Path,
+    workdir: str | os.PathLike[str],
     *,
     clusters: Iterable[int] | None = None,
     n_keywords: int = 10,
@@ -43,8 +49,9 @@ def inspect_clusters(
     Parameters
     ----------
     workdir : path
-        Work directory with completed ``embed`` and ``cluster`` stages (the
-        corpus files must still be where they were embedded from).
+        Work directory with completed ``embed`` and ``cluster`` stages. The
+        corpus is re-read through :meth:`clusterclip.io.WorkDir.corpus`: a
+        corpus file that moved or changed since it was embedded is refused.
     clusters : iterable of int, optional
         Cluster ids to describe (default: all, in id order).
     n_keywords : int
@@ -67,12 +74,11 @@ def inspect_clusters(
     >>> report[0]["keywords"]  # doctest: +SKIP
     ['election', 'labour', 'blair', 'party', 'tory']
     """
-    from clusterclip.cluster.kmeans import _check_int
-
-    n_keywords = _check_int("n_keywords", n_keywords, 0, "Pass e.g. n_keywords=10.")
-    n_examples = _check_int("n_examples", n_examples, 0, "Pass e.g. n_examples=3.")
-    labels, scores = read_clusters(workdir)
-    n_clusters = int(np.load(Path(workdir) / "centroids.npy", mmap_mode="r").shape[0])
+    n_keywords = _check_count("n_keywords", n_keywords, "Pass e.g. n_keywords=10.")
+    n_examples = _check_count("n_examples", n_examples, "Pass e.g. n_examples=3.")
+    work = WorkDir(workdir)
+    labels, scores = work.labels(), work.scores()
+    n_clusters = work.n_clusters()
     if clusters is None:
         wanted = list(range(n_clusters))
     else:
@@ -100,7 +106,7 @@ def inspect_clusters(
     }
     counter = KeywordCounter()
     if n_keywords or example_rank:
-        for record in iter_corpus(workdir):
+        for record in work.corpus():
             if record.index >= len(labels):
                 break
             label = int(labels[record.index])

@@ -4,7 +4,10 @@ Each line is the original record with two added fields, ``label`` (the cluster)
 and ``score`` (cosine to its centroid); a field of that name in the record is
 replaced. Documents that were not embedded (status not ``ok``) are left out.
 
-Streaming and bounded memory: the corpus is read once, in index order, and lines
+The labels and the corpus are read through :class:`clusterclip.io.WorkDir`, so
+a corpus file that moved or changed since it was embedded is refused before
+anything is written. Streaming and bounded memory: the corpus is read once, in
+index order, and lines
 are buffered per cluster up to ``buffer_bytes`` in total, then appended to their
 files (never more than one file open at a time, whatever the number of
 clusters). Deterministic: within a cluster, documents keep their index order, and
@@ -15,6 +18,7 @@ written into a temporary folder next to ``out`` and renamed when complete.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.corpus import iter_corpus, read_clusters
-from clusterclip.errors import ClusterClipError
+from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.io import WorkDir
 
 __all__ = ["export_cluster_folders"]
 
@@ -36,9 +40,15 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
+def _check_positive(name: str, value: Any, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise invalid(name, "an int in [1, inf)", value, fix)
+    return int(value)
+
+
 def export_cluster_folders(
-    workdir: str | Path,
-    out: str | Path,
+    workdir: str | os.PathLike[str],
+    out: str | os.PathLike[str],
     *,
     shard_size: int = 100_000,
     buffer_bytes: int = 64 << 20,
@@ -67,16 +77,16 @@ def export_cluster_folders(
     >>> export_cluster_folders("work", "export")  # doctest: +SKIP
     {'documents': 2225, 'excluded': 0, 'clusters': 5, 'files': 5, 'out': 'export'}
     """
-    from clusterclip.cluster.kmeans import _check_int
-
-    shard_size = _check_int("shard_size", shard_size, 1, "Pass e.g. --shard-size 100000.")
-    buffer_bytes = _check_int("buffer_bytes", buffer_bytes, 1, "Pass e.g. 64 MiB.")
+    shard_size = _check_positive("shard_size", shard_size, "Pass e.g. --shard-size 100000.")
+    buffer_bytes = _check_positive("buffer_bytes", buffer_bytes, "Pass e.g. 64 MiB.")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ClusterClipError(
             f"export folder {out} already exists and is not empty. Remove it or pass another --out."
         )
-    labels, scores = read_clusters(workdir)
+    work = WorkDir(workdir)
+    labels, scores = work.labels(), work.scores()
+    corpus = work.corpus()  # checks the corpus files now, before anything is written
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     written = np.zeros(int(labels.max(initial=-1)) + 1, dtype=np.int64)
@@ -94,7 +104,7 @@ def export_cluster_folders(
 
     try:
         seen = 0
-        for record in iter_corpus(workdir):
+        for record in corpus:
             if record.index >= len(labels):
                 break
             seen += 1
