@@ -145,6 +145,7 @@ def test_inspect_refuses_stale_clusters(tmp_path, mixture):
     make_workdir(workdir, mixture[0][100:200])
     with pytest.raises(
         ClusterClipError,
-        match=r"clusters in .* are stale: embed\.(documents|embeddings) changed.*--overwrite",
+        match=r"cluster outputs in .* are stale: embed\.(documents|embeddings) changed.*"
+        r"Rerun `clusterclip run",
     ):
         inspect_clusters(workdir)

@@ -141,7 +141,7 @@ def test_missing_artifacts_name_the_command(tmp_path):
     work = WorkDir(tmp_path)
     with pytest.raises(ClusterClipError, match=r"documents.parquet not found. Run `clusterclip"):
         work.documents()
-    with pytest.raises(ClusterClipError, match=r"clusters.parquet not found. Run `clusterclip"):
+    with pytest.raises(ClusterClipError, match=r"no completed `cluster` stage. Run `clusterclip"):
         work.labels()
     with pytest.raises(ClusterClipError, match=r"centroids.npy not found"):
         work.n_clusters()

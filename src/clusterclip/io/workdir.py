@@ -328,13 +328,13 @@ class WorkDir:
 
     # -- cluster stage ------------------------------------------------------
     def _clusters_table(self, column: str) -> np.ndarray:
+        self.require_fresh("cluster")  # first: "no completed cluster stage" names the command
         path = self.path_of("clusters")
         if not path.exists():
             raise ClusterClipError(
                 f"{path} not found. Run `clusterclip cluster --workdir {self.path} --n-clusters K` "
                 "(or `clusterclip run`) first."
             )
-        self.require_fresh("cluster")
         pq = require_extra("pyarrow.parquet", "io")
         table = pq.read_table(path, columns=["index", column])
         index = table.column("index").to_numpy()
