@@ -112,7 +112,10 @@ def test_ray_retries_the_tasks_of_a_dead_worker(ray_address, tmp_path):
         (task_id, 3 * payload) for task_id, payload in TASKS
     ]
     dead = int(marker.read_text().split()[-1])
-    assert dead not in {pid for _, (_, pid, _) in results}  # its tasks ran elsewhere
+    pids = [pid for _, (_, pid, _) in results]
+    # It died on its second task; its first result may have died with it (then retried).
+    assert pids.count(dead) <= 1
+    assert len(set(pids) - {dead}) == 2  # the other actor, and the dead one restarted
 
 
 def test_ray_without_tasks_does_not_connect():

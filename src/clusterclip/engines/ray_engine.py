@@ -175,6 +175,7 @@ def map_shards(
         max_restarts=-1,
         max_task_retries=-1,
     )
+    # Held until the map ends: a restarted actor builds its worker from it again.
     factory = ray.put(worker)
     actors = [actor_class.remote(factory) for _ in range(pool_size)]
     queued = [0] * pool_size  # tasks submitted to each actor and not yet collected
