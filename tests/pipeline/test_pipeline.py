@@ -96,7 +96,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     _write_corpus(corpus, records[:-40])
     edited = run([corpus], workdir=workdir, n_clusters=8, config=_config(epochs=1.5))
     assert set(_actions(edited).values()) == {"ran", "disabled"}
-    assert "inputs changed" in edited["stages"]["embed"]["reason"]
+    assert "kjv.jsonl changed" in edited["stages"]["embed"]["reason"]
     assert edited["n_usable"] == len(records) - 40
 
     # An output deleted: that stage is redone.
