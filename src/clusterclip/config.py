@@ -5,7 +5,7 @@ Each stage declares its options once, as a frozen dataclass
 :class:`~clusterclip.cluster.options.ClusterOptions`,
 :class:`~clusterclip.schedule.options.ScheduleOptions`,
 :class:`~clusterclip.report.options.ReportOptions`); :class:`RunConfig` groups
-them with the run-wide settings (:class:`RunOptions`, :class:`RaySettings`).
+them with the run-wide settings (:class:`RunOptions`, :class:`~clusterclip.engines.RayOptions`).
 The TOML schema, the flags of every sub-command and ``docs/configuration.md``
 come from those classes (:mod:`clusterclip.options`). A config file looks like::
 
@@ -40,6 +40,7 @@ from typing import Any
 
 from clusterclip.cluster.options import ClusterOptions
 from clusterclip.embed.options import EmbedOptions
+from clusterclip.engines.options import RayOptions
 from clusterclip.errors import ClusterClipError, invalid
 from clusterclip.options import check_fields, from_mapping, option, options_table
 from clusterclip.report.options import ReportOptions
@@ -49,7 +50,7 @@ __all__ = [
     "SECTIONS",
     "ClusterOptions",
     "EmbedOptions",
-    "RaySettings",
+    "RayOptions",
     "ReportOptions",
     "RunConfig",
     "RunOptions",
@@ -86,51 +87,6 @@ class RunOptions:
         check_fields(self)
 
 
-@dataclass(frozen=True, kw_only=True)
-class RaySettings:
-    """Settings of the Ray engine (``--engine ray``; TOML ``[ray]``), the same for every stage.
-
-    >>> RaySettings(num_workers=4).engine_options()
-    {'num_workers': 4}
-    """
-
-    address: str | None = option(
-        None,
-        "Ray cluster address: auto, HOST:6379, ray://HOST:10001 (default: join the running "
-        "local one or start one).",
-        flag="--ray-address",
-    )
-    num_workers: int | None = option(
-        None,
-        "Ray actors; each loads the model once (default: one per GPU, else per CPU).",
-        kind="int",
-        minimum=1,
-    )
-    num_gpus_per_worker: float | None = option(
-        None, "GPUs reserved by each Ray actor (1: one model per GPU; default 0).", kind="float",
-        minimum=0,
-    )  # fmt: skip
-    num_cpus_per_worker: float | None = option(
-        None, "CPUs reserved by each Ray actor (default 1).", kind="float", minimum=0
-    )
-    num_cpus: int | None = option(
-        None, "CPUs of a locally started Ray instance.", kind="int", minimum=1
-    )
-    max_in_flight: int | None = option(
-        None,
-        "Shards handed to Ray ahead of the results received (default: 4 per worker).",
-        kind="int",
-        minimum=1,
-    )
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-
-    def engine_options(self) -> dict[str, Any]:
-        """The ``engine_options`` dict of the settings given (None = the engine's default)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
 #: TOML section -> options class ("" = top level).
 SECTIONS: dict[str, Any] = {
     "": RunOptions,
@@ -138,7 +94,7 @@ SECTIONS: dict[str, Any] = {
     "cluster": ClusterOptions,
     "schedule": ScheduleOptions,
     "report": ReportOptions,
-    "ray": RaySettings,
+    "ray": RayOptions,
 }
 
 
@@ -160,7 +116,7 @@ class RunConfig:
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
     schedule: ScheduleOptions = field(default_factory=ScheduleOptions)
     report: ReportOptions = field(default_factory=ReportOptions)
-    ray: RaySettings = field(default_factory=RaySettings)
+    ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
         RunOptions(seed=self.seed, engine=self.engine)  # validates both

@@ -56,21 +56,17 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.cli.flags import engine_from_args, section_values
-    from clusterclip.cluster.options import ClusterOptions
-    from clusterclip.cluster.stage import ClusterStage
-    from clusterclip.io import WorkDir
+    from clusterclip.cluster.stage import cluster
     from clusterclip.progress import progress_enabled
-    from clusterclip.runner import run_stage
 
-    options = ClusterOptions(**section_values(args, "cluster"))
     engine, engine_options = engine_from_args(args)
-    stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress_enabled())
-    outcome = run_stage(
-        stage, WorkDir(args.workdir), options, on_change="refuse", force=args.overwrite
-    )
-    if outcome.action == "skipped":
+    result = cluster(
+        args.workdir, overwrite=args.overwrite, engine=engine, engine_options=engine_options,
+        progress=progress_enabled(), **section_values(args, "cluster"),
+    )  # fmt: skip
+    if result.skipped:
         print(
             f"cluster: {args.workdir} already holds this result (same settings and inputs); skipped."
         )
-    print(format_summary(outcome.result.summary, args.workdir))
+    print(format_summary(result.summary, args.workdir))
     return 0

@@ -81,16 +81,12 @@ def format_summary(workdir: str, summary: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.cli.flags import engine_from_args, section_values
-    from clusterclip.embed.job import EmbedStage
-    from clusterclip.embed.options import EmbedOptions
-    from clusterclip.io import WorkDir
-    from clusterclip.runner import run_stage
+    from clusterclip.embed import embed
 
-    options = EmbedOptions(**section_values(args, "embed"))
     engine, engine_options = engine_from_args(args)
-    stage = EmbedStage(args.inputs, engine=engine, engine_options=engine_options)
-    outcome = run_stage(
-        stage, WorkDir(args.workdir), options, on_change="refuse", force=args.overwrite
-    )
-    print(format_summary(args.workdir, outcome.result.summary))
+    result = embed(
+        args.inputs, workdir=args.workdir, overwrite=args.overwrite, engine=engine,
+        engine_options=engine_options, **section_values(args, "embed"),
+    )  # fmt: skip
+    print(format_summary(args.workdir, result.summary))
     return 0

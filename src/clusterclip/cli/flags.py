@@ -45,10 +45,11 @@ def add_engine_flags(parser: argparse.ArgumentParser, what: str) -> None:
 
 def engine_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """``(engine, engine_options)`` from the engine flags, checked together."""
-    from clusterclip.config import RaySettings, RunConfig
+    from clusterclip.config import RunConfig
+    from clusterclip.engines import RayOptions
 
     engine = section_values(args, "").get("engine", RunConfig.engine)
-    ray = RaySettings(**section_values(args, "ray"))
+    ray = RayOptions(**section_values(args, "ray"))
     RunConfig(engine=engine, ray=ray)  # refuses Ray settings without --engine ray
     return engine, ray.engine_options()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +131,7 @@ def _run_workdir(workdir: Path, options: Any) -> int:
 def _run_files(args: argparse.Namespace, options: Any) -> int:
     import numpy as np
 
-    from clusterclip.progress import progress_bar
-    from clusterclip.schedule.api import materialise, open_stream
+    from clusterclip.schedule.stage import build_with_progress
 
     labels = _read_column(args.labels, args.label_column, "labels")
     lengths = None
@@ -142,24 +140,13 @@ def _run_files(args: argparse.Namespace, options: Any) -> int:
     weights = None
     if args.cluster_weights is not None:
         weights = _read_column(args.cluster_weights, "weight", "cluster-weights")
-    budget = options.budget(int((np.asarray(labels) >= 0).sum()))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        stream = open_stream(
-            labels, policy=options.policy, max_repeats=options.max_repeats,
-            num_samples=budget["num_samples"], num_tokens=budget["num_tokens"], lengths=lengths,
-            alpha=options.alpha, cluster_weights=weights, order=options.order,
-            on_exhausted=options.on_exhausted, seed=options.seed,
-        )  # fmt: skip
-        parts = []
-        with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
-            for block in stream.blocks(0):
-                parts.append(block)
-                bar.update(block.size)
-        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    schedule = materialise(stream, indices)
+    schedule, _budget, caught = build_with_progress(
+        labels, options, lengths=lengths, cluster_weights=weights
+    )
     out = schedule.save(args.out)
-    print(summary(schedule, stream.prep.labels, out, [str(w.message) for w in caught]))
+    print(
+        summary(schedule, np.asarray(labels, dtype=np.int64), out, [str(w.message) for w in caught])
+    )
     return 0
 
 

@@ -248,7 +248,7 @@ class EmbedStage:
         self.source = inputs
         self.engine = engine
         self.ray_options = resolve_options(engine, engine_options)  # checked before any work
-        self._names, self._fingerprints = _input_config(inputs)
+        self.sources, self._fingerprints = _input_config(inputs)
 
     def inputs(self, work: WorkDir, options: EmbedOptions) -> dict[str, Any]:
         """One content fingerprint per corpus file (or the dataset's fingerprint)."""
@@ -288,7 +288,7 @@ def _run_embed(
     stats = _embed_shards(plan, stream, spec, stage, local.dim)
     n_documents = sum(stream.counts.values())
     if n_documents == 0:
-        raise ClusterClipError(f"inputs {stage._names} hold no records. Check the files.")
+        raise ClusterClipError(f"inputs {stage.sources} hold no records. Check the files.")
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -321,7 +321,7 @@ def _run_embed(
         "embeddings": _fingerprint_parts(parts),
     }
     record = {
-        "sources": list(stage._names),
+        "sources": list(stage.sources),
         "counts": summary["counts"],
         "dim": local.dim,
         "encoder": local.describe(),

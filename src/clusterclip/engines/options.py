@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import invalid
+from clusterclip.options import option
 
 __all__ = ["DEFAULT_TASKS_PER_WORKER", "RayOptions"]
 
@@ -50,12 +51,33 @@ class RayOptions:
     2
     """
 
-    address: str | None = None
-    num_workers: int | None = None
-    num_gpus_per_worker: float = 0.0
-    num_cpus_per_worker: float = 1.0
-    num_cpus: int | None = None
-    max_in_flight: int | None = None
+    address: str | None = option(
+        None,
+        "Ray cluster address: auto, HOST:6379, ray://HOST:10001 (default: join the running "
+        "local one or start one).",
+        flag="--ray-address",
+    )
+    num_workers: int | None = option(
+        None,
+        "Ray actors; each builds its worker once (default: one per GPU, else per CPU).",
+        kind="int",
+        minimum=1,
+    )
+    num_gpus_per_worker: float = option(
+        0.0, "GPUs reserved by each Ray actor (1: one model per GPU).", kind="float", minimum=0
+    )
+    num_cpus_per_worker: float = option(
+        1.0, "CPUs reserved by each Ray actor.", kind="float", minimum=0
+    )
+    num_cpus: int | None = option(
+        None, "CPUs of a locally started Ray instance.", kind="int", minimum=1
+    )
+    max_in_flight: int | None = option(
+        None,
+        "Tasks handed to Ray ahead of the results received (default: 4 per worker).",
+        kind="int",
+        minimum=1,
+    )
 
     def __post_init__(self) -> None:
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
@@ -93,6 +115,19 @@ class RayOptions:
                 f"Drop {unknown}.",
             )
         return cls(**dict(options))
+
+    def engine_options(self) -> dict[str, Any]:
+        """The settings that differ from the defaults, as an ``engine_options`` dict.
+
+        >>> RayOptions(num_workers=4).engine_options()
+        {'num_workers': 4}
+        """
+        default = type(self)()
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        }
 
     def window(self, pool_size: int) -> int:
         """Tasks in flight at most for a pool of ``pool_size`` workers."""

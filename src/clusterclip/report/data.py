@@ -31,21 +31,10 @@ import numpy as np
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 
-__all__ = ["compute_report_data", "load_labels", "load_schedule_indices"]
+__all__ = ["compute_report_data"]
 
 #: Schedule rows read at once; bounds memory on billion-draw schedules.
 BLOCK_SIZE = 1 << 20
-
-
-def load_labels(workdir: str | os.PathLike[str]) -> np.ndarray:
-    """Cluster label of every document (int32, ``-1`` = excluded): :meth:`WorkDir.labels`."""
-    return WorkDir(workdir).labels()
-
-
-def load_schedule_indices(workdir: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any]]:
-    """The schedule (memory-mapped int64 array) and its sidecar: :meth:`WorkDir.schedule`."""
-    schedule = WorkDir(workdir).schedule()
-    return schedule.indices, schedule.meta
 
 
 def _documents_info(work: WorkDir, n: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from clusterclip.schedule.api import materialise, open_stream
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.options import ScheduleOptions
 
-__all__ = ["ScheduleStage"]
+__all__ = ["ScheduleStage", "build_with_progress"]
 
 #: Per-cluster arrays of the stats, kept out of the manifest (they are in schedule.json).
 _BULKY = ("draws_per_cluster", "clip_step", "planned_draws")
@@ -50,32 +50,14 @@ class ScheduleStage:
 
     def run(self, work: WorkDir, options: ScheduleOptions, *, resume: bool) -> StageOutput:
         """Build the schedule from the current labels and save it atomically."""
-        from clusterclip.progress import progress_bar
 
         labels = work.labels()
         lengths = work.n_tokens() if options.num_tokens is not None else None
-        budget = options.budget(int((labels >= 0).sum()))
-        weights = options.cluster_weights
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UserWarning)
-            stream = open_stream(
-                labels, policy=options.policy, max_repeats=options.max_repeats,
-                num_samples=budget["num_samples"], num_tokens=budget["num_tokens"],
-                lengths=lengths, alpha=options.alpha,
-                cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
-                order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
-            )  # fmt: skip
-            parts = []
-            with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
-                for block in stream.blocks(0):
-                    parts.append(block)
-                    bar.update(block.size)
-            indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        schedule, budget, caught = build_with_progress(labels, options, lengths=lengths)
         for warning in caught:  # shown once more by the caller's summary; keep the user's filters
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
-        schedule = materialise(stream, indices)
         path = schedule.save(work.path_of("schedule"))
         stats = {k: v for k, v in schedule.stats.to_dict().items() if k not in _BULKY}
         summary = {"budget": budget, "stats": stats, "warnings": [str(w.message) for w in caught]}
@@ -85,3 +67,38 @@ class ScheduleStage:
         }
         record = {"schedule_config": schedule.config.to_dict(), "path": str(path)}
         return StageOutput(outputs, summary, record, schedule)
+
+
+def build_with_progress(
+    labels: Any,
+    options: ScheduleOptions,
+    *,
+    lengths: Any = None,
+    cluster_weights: Any = None,
+) -> tuple[Schedule, dict[str, Any], list[warnings.WarningMessage]]:
+    """Stream the schedule of ``options`` with a progress bar; collect its warnings.
+
+    ``cluster_weights`` replaces ``options.cluster_weights`` when given (a file's
+    weights on the command line). Returns the schedule, the budget it was built
+    for (``num_samples`` / ``num_tokens``) and the warnings raised meanwhile.
+    """
+    from clusterclip.progress import progress_bar
+
+    budget = options.budget(int((np.asarray(labels) >= 0).sum()))
+    weights = options.cluster_weights if cluster_weights is None else cluster_weights
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        stream = open_stream(
+            labels, policy=options.policy, max_repeats=options.max_repeats,
+            num_samples=budget["num_samples"], num_tokens=budget["num_tokens"],
+            lengths=lengths, alpha=options.alpha,
+            cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+            order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
+        )  # fmt: skip
+        parts = []
+        with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
+            for block in stream.blocks(0):
+                parts.append(block)
+                bar.update(block.size)
+        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return materialise(stream, indices), budget, list(caught)
