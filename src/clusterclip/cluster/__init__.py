@@ -15,32 +15,33 @@ no part of the stage. ``clusterclip.cluster.inspect_clusters`` still resolves to
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from clusterclip._callable import make_module_callable
-from clusterclip.cluster.kmeans import KMeans, assign, assign_matrix, k_means
 
-__all__ = [
-    "ClusterResult",
-    "KMeans",
-    "assign",
-    "assign_matrix",
-    "cluster",
-    "inspect_clusters",
-    "k_means",
-]
+#: Public name -> module defining it, imported on first use: reading the stage's
+#: options (clusterclip.cluster.options, for the CLI) must not load k-means.
+_LAZY = {
+    "KMeans": "clusterclip.cluster.kmeans",
+    "assign": "clusterclip.cluster.kmeans",
+    "assign_matrix": "clusterclip.cluster.kmeans",
+    "k_means": "clusterclip.cluster.kmeans",
+    "cluster": "clusterclip.cluster.stage",
+    "ClusterResult": "clusterclip.cluster.stage",
+    "ClusterStage": "clusterclip.cluster.stage",
+    "ClusterOptions": "clusterclip.cluster.options",
+    "inspect_clusters": "clusterclip.describe",  # moved there; the old name still works
+}
+
+__all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:  # the stage needs pyarrow; load it on use
-    if name in ("cluster", "ClusterResult"):
-        from clusterclip.cluster import stage
-
-        return getattr(stage, name)
-    if name == "inspect_clusters":  # moved to clusterclip.describe; the old name still works
-        from clusterclip.describe import inspect_clusters
-
-        return inspect_clusters
-    raise AttributeError(f"module 'clusterclip.cluster' has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clusterclip.cluster' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 make_module_callable(__name__, "clusterclip.cluster.stage:cluster")

@@ -10,31 +10,35 @@ See docs/embed.md for the encoders, the file formats and resume semantics.
 
 from __future__ import annotations
 
-from clusterclip._callable import make_module_callable
-from clusterclip.embed.encoders import Encoder, EncoderSpec, get_encoder
-from clusterclip.embed.job import (
-    DEFAULT_SHARD_SIZE,
-    EmbedResult,
-    EmbedStage,
-    embed,
-    open_embeddings,
-)
-from clusterclip.embed.options import EmbedOptions
-from clusterclip.embed.worker import EmbedWorker, embed_shard
+import importlib
+from typing import Any
 
-__all__ = [
-    "DEFAULT_SHARD_SIZE",
-    "EmbedOptions",
-    "EmbedResult",
-    "EmbedStage",
-    "EmbedWorker",
-    "Encoder",
-    "EncoderSpec",
-    "embed",
-    "embed_shard",
-    "get_encoder",
-    "open_embeddings",
-]
+from clusterclip._callable import make_module_callable
+
+#: Public name -> module defining it, imported on first use: reading the stage's
+#: options (clusterclip.embed.options, for the CLI) must not load the encoders.
+_LAZY = {
+    "DEFAULT_SHARD_SIZE": "clusterclip.embed.job",
+    "EmbedResult": "clusterclip.embed.job",
+    "EmbedStage": "clusterclip.embed.job",
+    "embed": "clusterclip.embed.job",
+    "open_embeddings": "clusterclip.embed.job",
+    "EmbedOptions": "clusterclip.embed.options",
+    "EmbedWorker": "clusterclip.embed.worker",
+    "embed_shard": "clusterclip.embed.worker",
+    "Encoder": "clusterclip.embed.encoders",
+    "EncoderSpec": "clusterclip.embed.encoders",
+    "get_encoder": "clusterclip.embed.encoders",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clusterclip.embed' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 make_module_callable(__name__, "clusterclip.embed.job:embed")
