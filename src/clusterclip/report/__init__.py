@@ -21,16 +21,6 @@ from clusterclip.report.options import ReportOptions
 __all__ = ["ReportOptions", "build_report", "write_report"]
 
 
-def _check_fresh(work: WorkDir) -> dict[str, str]:
-    """Fingerprints of the inputs the report reads; refuse a stale schedule."""
-    if work.entry("schedule") is not None:  # a hand-placed schedule has no entry to check
-        work.require_fresh("schedule")
-    inputs = {}
-    for key, artifact in (("cluster.clusters", "clusters"), ("schedule.schedule", "schedule")):
-        inputs[key] = work.output(key) or work.fingerprint(artifact)
-    return inputs
-
-
 def build_report(
     workdir: str | os.PathLike[str],
     *,
@@ -88,7 +78,6 @@ def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) ->
     from clusterclip.report.html import render_html
 
     out.mkdir(parents=True, exist_ok=True)
-    _check_fresh(work)
     data = compute_report_data(work.path, n_slices=n_slices, n_keywords=n_keywords)
     figures = write_figures(data, out)
     captions = {name: caption for name, (_draw, caption) in FIGURES.items()}
