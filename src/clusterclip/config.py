@@ -41,7 +41,7 @@ from typing import Any
 from clusterclip.cluster.options import ClusterOptions
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.engines.options import RayOptions
-from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.errors import ClusterClipError, hint, invalid, spell
 from clusterclip.options import check_fields, from_mapping, option, options_table
 from clusterclip.report.options import ReportOptions
 from clusterclip.schedule.options import ScheduleOptions
@@ -120,12 +120,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         RunOptions(seed=self.seed, engine=self.engine)  # validates both
-        if self.engine != "ray" and self.ray.engine_options():
-            raise invalid(
-                "engine",
-                "'ray' when Ray settings are given",
-                self.engine,
-                "Add --engine ray, or drop the Ray settings.",
+        given = self.ray.engine_options()
+        if self.engine != "ray" and given:
+            names = ", ".join(f"`{spell(name)}`" for name in given)
+            raise ClusterClipError(
+                f"{names} apply to the Ray engine only. Add {hint('engine', 'ray')}, or drop them."
             )
 
     def stage_options(self, section: str) -> Any:

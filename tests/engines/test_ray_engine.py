@@ -92,7 +92,8 @@ def _layout(workdir: Path) -> list[str]:
 def _comparable(entry: dict) -> dict:
     """A manifest entry without what may differ between engines (timings, engine, paths)."""
     entry = json.loads(json.dumps(entry))
-    entry["config"].pop("engine")
+    entry.pop("engine")
+    entry.pop("seconds")
     entry["spec"].pop("state_dir")
     entry["encoder"].pop("model_path", None)
     entry.pop("summary")
@@ -116,7 +117,7 @@ def assert_same_as_local(local_run, workdir: Path) -> None:
     )
     ours = json.loads((workdir / "manifest.json").read_text())["stages"]["embed"]
     theirs = json.loads((local_dir / "manifest.json").read_text())["stages"]["embed"]
-    assert ours["config"]["engine"] == "ray"
+    assert ours["engine"] == "ray"
     assert _comparable(ours) == _comparable(theirs)
 
 
@@ -200,7 +201,7 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
 def _cluster(workdir: Path, **kwargs):
     from clusterclip.cluster import cluster
 
-    return cluster(workdir, n_clusters=N_CLUSTERS, seed=0, batch_size=BLOCK_ROWS, **kwargs)
+    return cluster(workdir, n_clusters=N_CLUSTERS, seed=0, assign_batch_size=BLOCK_ROWS, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +229,7 @@ def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
         local_dir / "clusters.parquet"
     ).read_bytes()
     ours = json.loads((workdir / "manifest.json").read_text())["stages"]["cluster"]
-    assert ours["config"]["engine"] == "ray"
+    assert ours["engine"] == "ray"
 
 
 def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):

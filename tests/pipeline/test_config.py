@@ -213,5 +213,7 @@ def test_engine_options_from_the_command_line():
     config = build_config(args)
     assert config.engine == "ray"
     assert config.ray.engine_options() == {"address": "auto", "num_gpus_per_worker": 1.0}
-    with pytest.raises(ClusterClipError, match=r"`engine` must be 'ray' when Ray settings"):
+    with pytest.raises(
+        ClusterClipError, match=r"`address` apply to the Ray engine only\. Add engine='ray'"
+    ):
         build_config(_parse(["x.jsonl", "--ray-address", "auto"]))

@@ -278,6 +278,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         }
     )
     record: dict[str, Any] = {
+        "engine": stage.engine,
         "fit_stats": model.stats_,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
     }

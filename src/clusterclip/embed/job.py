@@ -322,6 +322,7 @@ def _run_embed(
     }
     record = {
         "sources": list(stage.sources),
+        "engine": stage.engine,
         "counts": summary["counts"],
         "dim": local.dim,
         "encoder": local.describe(),
