@@ -23,9 +23,7 @@ _WORDS = set(ARTIFACTS.values()) - _FILE_NAMES
 
 #: Modules the lead is moving onto WorkDir at the same time (issue 11). They may
 #: still spell file names; empty this set as each one is merged onto WorkDir.
-PENDING = {
-    "experiments/lm.py",  # the LM harness still reads its work directory by hand (issue 11, item 6)
-}
+PENDING: set[str] = set()
 
 #: WorkDir methods whose first argument is an artifact key, not a file name.
 _KEY_METHODS = {"path_of", "exists", "fingerprint"}

@@ -6,6 +6,7 @@ real k-means and schedule core, a one-layer GPT-2; a few seconds on 2 cores.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,26 +17,33 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from clusterclip import build_schedule  # noqa: E402
 from clusterclip.errors import ClusterClipError  # noqa: E402
 from clusterclip.experiments import data, evaluate, lm  # noqa: E402
 from clusterclip.experiments.corpora import _split_at_headings, load_corpus  # noqa: E402
+from clusterclip.io import WorkDir  # noqa: E402
 
 POLICIES = "random,uniform,clusterclip-r2,planned-r2,temperature-a0.5"
+
+
+#: The miniature's settings (data and split part; the model flags are in the argv).
+MINI = {
+    "corpus": "kjv",
+    "max_docs": 240,
+    "encoder": "tfidf",
+    "n_clusters": 6,
+    "heldout_fraction": 0.15,
+    "vocab_size": 300,
+    "max_doc_tokens": 48,
+}
 
 
 @pytest.fixture(scope="module")
 def mini_results(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm")
-    argv = [
-        "--corpus=kjv",
-        "--max-docs=240",
+    argv = [f"--{name.replace('_', '-')}={value}" for name, value in MINI.items()] + [
         f"--workdir={root / 'work'}",
         f"--out={root / 'out'}",
-        "--encoder=tfidf",
-        "--n-clusters=6",
-        "--heldout-fraction=0.15",
-        "--vocab-size=300",
-        "--max-doc-tokens=48",
         "--n-layer=1",
         "--n-head=2",
         "--n-embd=32",
@@ -82,6 +90,43 @@ def test_clip_bounds_repeats_in_the_mini_runs(mini_results):
     # one epoch of budget, capacity of two: the clip is never exceeded
     assert by_policy["planned-r2"]["dynamics"]["max_repeats_seen"] <= 2
     assert by_policy["clusterclip-r2"]["dynamics"]["max_repeats_seen"] <= 2
+
+
+def test_training_order_is_the_product_schedule(mini_results):
+    root, _ = mini_results
+    cfg = lm.ExperimentConfig(**{**MINI, "workdir": str(root / "work"), "out": str(root / "out")})
+    prep = lm.prepare(cfg, log=lambda line: None)
+    policy = lm.parse_policy("clusterclip-r2")
+    pool, order = lm.schedule_order(prep, cfg, policy, 3, budget=1024)
+    lengths = np.diff(prep.offsets)[pool] + 1
+    _, pool_labels = np.unique(prep.labels[pool], return_inverse=True)
+    schedule = build_schedule(
+        pool_labels, num_tokens=1024 + cfg.max_doc_tokens + 2, lengths=lengths,
+        on_exhausted="random", seed=3, max_repeats=2,
+    )  # fmt: skip
+    assert np.array_equal(order, pool[schedule.indices])
+    assert np.bincount(order).max() <= 2
+
+
+def test_preparation_goes_through_the_runner(mini_results):
+    # runs after the other tests of the fixture: it leaves the work directory at k=5
+    root, _ = mini_results
+    work = WorkDir(root / "work")
+    stages = work.manifest()["stages"]
+    assert [stages[name]["complete"] for name in ("embed", "cluster", "experiment")] == [True] * 3
+    cfg = lm.ExperimentConfig(**{**MINI, "workdir": str(root / "work"), "out": str(root / "out")})
+    lines: list[str] = []
+    again = lm.prepare(cfg, log=lines.append)
+    assert [line.split()[1:3] for line in lines] == [["embed", "skipped"], ["cluster", "skipped"],
+                                                     ["experiment", "skipped"]]  # fmt: skip
+    # a changed cluster count redoes the clusters and the split, not the embeddings
+    lines.clear()
+    other = lm.prepare(dataclasses.replace(cfg, n_clusters=5), log=lines.append)
+    actions = {line.split()[1]: line.split()[2] for line in lines if "{" not in line}
+    assert actions == {"embed": "skipped", "cluster": "ran", "experiment": "ran"}
+    assert len(np.unique(other.labels[other.labels >= 0])) == 5
+    assert np.array_equal(work.labels(), other.labels)
+    assert again.summary["train_documents"] == 204
 
 
 def test_pack_sequences_golden():

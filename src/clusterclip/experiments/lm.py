@@ -9,15 +9,17 @@ Small enough to read in one sitting (in the spirit of nanoGPT)::
 Steps (each cached in ``--workdir``, so a second regime or seed reuses them):
 
 1. load the corpus (a name from ``shared/CORPORA.md`` or a jsonl/parquet file),
-   embed it (``clusterclip.embed``) and cluster it (``clusterclip.cluster``);
+   then embed and cluster it with the product's own stages through the one
+   runner (:func:`clusterclip.runner.run_stage`, as ``clusterclip run`` does);
 2. hold out a fraction of every cluster (stratified), flag held-out documents
    that are near-duplicates of a training document (cosine > 0.95) and report
-   them apart; train a byte-level BPE on the training split only;
+   them apart; train a byte-level BPE on the training split only (the
+   experiment's own stage, :mod:`clusterclip.experiments.prepare`);
 3. the training *pool* is the training split, or a stratified subsample of it
    sized so that the token budget is ``--epochs`` passes (multi-epoch regime);
-4. for every seed and policy: build the schedule with
-   ``clusterclip.build_schedule`` (equal token budget), pack documents into
-   fixed-length sequences in schedule order, train a fresh GPT-2 (same init
+4. for every seed and policy: take the order a :class:`~clusterclip.ClusterClipSampler`
+   yields over the pool (equal token budget), pack documents into
+   fixed-length sequences in that order, train a fresh GPT-2 (same init
    for every policy of one seed) and evaluate held-out loss; one JSON line per
    run is appended to ``--out/results.jsonl`` as soon as it finishes (a rerun
    skips finished runs);
@@ -44,8 +46,18 @@ import numpy as np
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.experiments import data, evaluate
 from clusterclip.experiments.model import ModelConfig, build_model
+from clusterclip.experiments.prepare import Prepared, prepare
 
-__all__ = ["ExperimentConfig", "Policy", "main", "parse_policy", "prepare", "train_run"]
+__all__ = [
+    "ExperimentConfig",
+    "Policy",
+    "Prepared",
+    "main",
+    "parse_policy",
+    "prepare",
+    "schedule_order",
+    "train_run",
+]
 
 DEFAULT_POLICIES = "random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.5,planned-r4"
 
@@ -137,193 +149,6 @@ def parse_policy(spec: str) -> Policy:
     )
 
 
-# --------------------------------------------------------------------------- preparation
-
-
-@dataclass
-class Prepared:
-    """Cached corpus-level state shared by every run of one work directory."""
-
-    labels: np.ndarray  # (N,) cluster per document, -1 = excluded
-    categories: list[str] | None
-    train: np.ndarray  # document indices
-    heldout: np.ndarray  # clean held-out documents
-    near_dup: np.ndarray  # held-out documents that near-duplicate a training document
-    flat: np.ndarray
-    offsets: np.ndarray
-    sizes: np.ndarray  # (K,) training documents per cluster
-    rare: np.ndarray  # ids of the rarest 25% of clusters
-    train_tokens: np.ndarray  # (K,) training tokens per cluster (natural-mix weights)
-    tokenizer_path: Path
-    summary: dict
-
-    @property
-    def eos_id(self) -> int:
-        return 0
-
-
-def _prep_key(cfg: ExperimentConfig) -> dict:
-    keys = [
-        "corpus",
-        "text_field",
-        "label_field",
-        "max_docs",
-        "data_seed",
-        "encoder",
-        "n_clusters",
-        "tail_docs",
-        "tail_span",
-        "heldout_per_cluster",
-        "heldout_fraction",
-        "near_duplicate",
-        "vocab_size",
-        "max_doc_tokens",
-    ]
-    return {k: getattr(cfg, k) for k in keys}
-
-
-def prepare(cfg: ExperimentConfig, *, log=print) -> Prepared:
-    """Embed, cluster, split, flag near-duplicates and tokenise (cached in ``cfg.workdir``)."""
-    from clusterclip.experiments.corpora import load_corpus
-    from clusterclip.io import atomic_path, atomic_write_json, read_stage
-
-    workdir = Path(cfg.workdir)
-    cache = workdir / "lm"
-    cache.mkdir(parents=True, exist_ok=True)
-    key = _prep_key(cfg)
-    meta_path, arrays_path = cache / "prepared.json", cache / "prepared.npz"
-    corpus = load_corpus(cfg.corpus, text_field=cfg.text_field, label_field=cfg.label_field)
-    corpus = corpus.subset(cfg.max_docs, seed=cfg.data_seed)
-    if meta_path.exists() and arrays_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta["key"] == key:
-            arrays = np.load(arrays_path)
-            log(f"[prepare] reusing {cache}")
-            return Prepared(
-                labels=arrays["labels"],
-                categories=corpus.categories,
-                train=arrays["train"],
-                heldout=arrays["heldout"],
-                near_dup=arrays["near_dup"],
-                flat=arrays["flat"],
-                offsets=arrays["offsets"],
-                sizes=arrays["sizes"],
-                rare=arrays["rare"],
-                train_tokens=arrays["train_tokens"],
-                tokenizer_path=cache / "tokenizer.json",
-                summary=meta["summary"],
-            )
-    started = time.time()
-    corpus_path = workdir / "corpus.jsonl"
-    embed_entry = read_stage(workdir, "embed")
-    stale = embed_entry is None or embed_entry.get("config", {}).get("encoder") != cfg.encoder
-    if stale or not corpus_path.exists():
-        corpus.write_jsonl(corpus_path)
-        log(f"[prepare] embedding {len(corpus)} documents with {cfg.encoder}")
-        from clusterclip.embed import embed
-
-        embed(
-            [str(corpus_path)],
-            workdir=workdir,
-            encoder=cfg.encoder,
-            text_field="text",
-            overwrite=embed_entry is not None,
-        )
-    cluster_entry = read_stage(workdir, "cluster")
-    if (
-        stale
-        or cluster_entry is None
-        or cluster_entry.get("config", {}).get("n_clusters") != cfg.n_clusters
-    ):
-        log(f"[prepare] clustering into k={cfg.n_clusters}")
-        from clusterclip.cluster import cluster
-
-        cluster(
-            workdir,
-            n_clusters=cfg.n_clusters,
-            seed=cfg.data_seed,
-            overwrite=cluster_entry is not None,
-        )
-    pq = require_extra("pyarrow.parquet", "io")
-    clusters = pq.read_table(workdir / "clusters.parquet").to_pydict()
-    labels = np.full(len(corpus), -1, dtype=np.int64)
-    labels[np.asarray(clusters["index"])] = np.asarray(clusters["cluster"])
-    if len(clusters["index"]) != len(corpus):
-        raise ClusterClipError(
-            f"{workdir}/clusters.parquet has {len(clusters['index'])} rows but the corpus has "
-            f"{len(corpus)} documents. Use a fresh --workdir for this corpus."
-        )
-    natural_sizes = np.bincount(labels[labels >= 0])
-    if cfg.tail_docs is None:
-        train, heldout = data.stratified_split(
-            labels, heldout_fraction=cfg.heldout_fraction, seed=cfg.data_seed
-        )
-    else:
-        keep = data.long_tail_subset(
-            labels, n_docs=cfg.tail_docs, span=cfg.tail_span, seed=cfg.data_seed, min_size=1
-        )  # one training document is enough: held-out text comes from the rest
-        train = np.flatnonzero(keep)
-        heldout = data.heldout_from_rest(
-            labels, keep, per_cluster=cfg.heldout_per_cluster, seed=cfg.data_seed
-        )
-        # documents in neither part take no part in anything
-        labels[~np.isin(np.arange(len(labels)), np.concatenate([train, heldout]))] = -1
-    from clusterclip.io.shards import ShardedMatrix
-
-    embeddings = ShardedMatrix.from_directory(workdir / "embeddings")
-    is_dup, _ = data.near_duplicate_mask(
-        embeddings[heldout], embeddings[train], threshold=cfg.near_duplicate
-    )
-    tokenizer = data.train_tokenizer(
-        [corpus.texts[i] for i in train], vocab_size=cfg.vocab_size, path=cache / "tokenizer.json"
-    )
-    flat, offsets = data.encode_documents(
-        tokenizer, corpus.texts, max_doc_tokens=cfg.max_doc_tokens
-    )
-    n_clusters = int(labels.max()) + 1
-    sizes = np.bincount(labels[train], minlength=n_clusters)  # training documents per cluster
-    rare = evaluate.rare_clusters(sizes)
-    doc_tokens = np.diff(offsets)
-    train_tokens = np.bincount(labels[train], weights=doc_tokens[train], minlength=n_clusters)
-    summary = {
-        "corpus": corpus.name,
-        "documents": len(corpus),
-        "excluded": int((labels < 0).sum()),
-        "natural_cluster_size_min": int(natural_sizes[natural_sizes > 0].min()),
-        "natural_cluster_size_max": int(natural_sizes.max()),
-        "encoder": cfg.encoder,
-        "n_clusters": n_clusters,
-        "cluster_size_min": int(sizes[sizes > 0].min()),
-        "cluster_size_max": int(sizes.max()),
-        "cluster_size_span": float(sizes.max() / max(sizes[sizes > 0].min(), 1)),
-        "rare_clusters": len(rare),
-        "rare_cluster_size_max": int(sizes[rare].max()),
-        "train_documents": len(train),
-        "train_tokens": int(doc_tokens[train].sum()),
-        "heldout_documents": int((~is_dup).sum()),
-        "heldout_tokens": int(doc_tokens[heldout[~is_dup]].sum()),
-        "near_duplicate_heldout": int(is_dup.sum()),
-        "vocab_size": tokenizer.get_vocab_size(),
-        "prepare_seconds": round(time.time() - started, 1),
-    }
-    with atomic_path(arrays_path) as tmp, open(tmp, "wb") as handle:
-        np.savez(
-            handle,
-            labels=labels,
-            train=train,
-            heldout=heldout[~is_dup],
-            near_dup=heldout[is_dup],
-            flat=flat,
-            offsets=offsets,
-            sizes=sizes,
-            rare=rare,
-            train_tokens=train_tokens,
-        )
-    atomic_write_json(meta_path, {"key": key, "summary": summary})
-    log(f"[prepare] {json.dumps(summary)}")
-    return prepare(cfg, log=lambda *_: None)
-
-
 # --------------------------------------------------------------------------- one run
 
 
@@ -361,22 +186,21 @@ def rare_share_by_slice(
     return shares
 
 
-def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, *, log=print):
-    """Train one model under one policy and seed; return the result record (a dict)."""
-    torch = require_extra("torch", "experiments")
-    from clusterclip.schedule import build_schedule
+def schedule_order(
+    prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, *, budget: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(pool, order)``: the regime's training pool and the documents a run trains on.
 
-    torch.set_num_threads(cfg.threads)
-    device = _resolve_device(cfg.device)
-    started = time.time()
-    context, batch = cfg.model.context, cfg.batch_size
-    steps = max(1, cfg.tokens // (batch * context))
-    budget = steps * batch * context
+    The order is what :class:`~clusterclip.ClusterClipSampler` yields over the
+    pool's clusters (the trainer-side product, one rank), for a token budget of
+    ``budget`` plus one document's worth so the last sequence is full.
+    """
+    from clusterclip.adapters.torch import ClusterClipSampler
+
     pool = training_pool(prep, cfg)
-    doc_tokens = np.diff(prep.offsets) + 1
-    pool_tokens = int(doc_tokens[pool].sum())
-    cluster_ids, pool_labels = np.unique(prep.labels[pool], return_inverse=True)
-    schedule = build_schedule(
+    doc_tokens = np.diff(prep.offsets) + 1  # + the EOS separator
+    _, pool_labels = np.unique(prep.labels[pool], return_inverse=True)
+    sampler = ClusterClipSampler(
         pool_labels.astype(np.int64),
         num_tokens=budget + cfg.max_doc_tokens + 2,
         lengths=doc_tokens[pool],
@@ -384,27 +208,26 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         seed=seed,
         **policy.schedule_kwargs(),
     )
-    order = pool[np.asarray(schedule.indices)]
-    sequences = data.pack_sequences(
-        order,
-        prep.flat,
-        prep.offsets,
-        eos_id=prep.eos_id,
-        n_sequences=steps * batch,
-        context=context,
-    )
+    positions = np.fromiter(sampler, dtype=np.int64, count=len(sampler))
+    return pool, pool[positions]
+
+
+def _dynamics(prep: Prepared, pool: np.ndarray, order: np.ndarray, budget: int) -> dict:
+    doc_tokens = np.diff(prep.offsets) + 1
     is_rare_doc = np.isin(prep.labels, prep.rare)
-    dynamics = {
+    pool_tokens = int(doc_tokens[pool].sum())
+    return {
         "rare_share_by_slice": rare_share_by_slice(order, doc_tokens, is_rare_doc, budget=budget),
         "rare_share_natural": float(doc_tokens[pool][is_rare_doc[pool]].sum() / pool_tokens),
         "max_repeats_seen": int(np.bincount(order).max()),
         "unique_documents_seen": int(np.unique(order).size),
     }
 
-    model = build_model(cfg.model, vocab_size=prep.summary["vocab_size"], seed=seed).to(device)
+
+def _optimizer(torch, model, cfg: ExperimentConfig):
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
+    return torch.optim.AdamW(
         [
             {"params": decay, "weight_decay": cfg.weight_decay},
             {"params": no_decay, "weight_decay": 0},
@@ -412,42 +235,57 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
+
+
+def learning_rate(cfg: ExperimentConfig, step: int, steps: int) -> float:
+    """Linear warm-up, then cosine decay to ``lr * lr_floor``.
+
+    >>> cfg = ExperimentConfig(lr=1.0, warmup_fraction=0.1, lr_floor=0.1)
+    >>> [round(learning_rate(cfg, s, 100), 3) for s in (0, 9, 10, 99)]
+    [0.1, 1.0, 1.0, 0.1]
+    """
     warmup = max(1, int(cfg.warmup_fraction * steps))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    cosine = 0.5 * (1 + math.cos(math.pi * progress))
+    return cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor) * cosine)
 
-    def learning_rate(step: int) -> float:
-        if step < warmup:
-            return cfg.lr * (step + 1) / warmup
-        progress = (step - warmup) / max(1, steps - warmup)
-        cosine = 0.5 * (1 + math.cos(math.pi * progress))
-        return cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor) * cosine)
 
-    def heldout_metrics(docs: np.ndarray) -> dict:
-        loss_sum, n_tok = evaluate.document_losses(
-            model,
-            docs,
-            prep.flat,
-            prep.offsets,
-            eos_id=prep.eos_id,
-            context=context,
-            device=device,
-        )
+class _Heldout:
+    """Held-out loss metrics of a model (natural, macro, rare, category)."""
+
+    def __init__(self, prep: Prepared, cfg: ExperimentConfig, device: str) -> None:
+        self.prep, self.cfg, self.device = prep, cfg, device
+
+    def losses(self, model, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        prep = self.prep
+        return evaluate.document_losses(
+            model, docs, prep.flat, prep.offsets, eos_id=prep.eos_id,
+            context=self.cfg.model.context, device=self.device,
+        )  # fmt: skip
+
+    def metrics(self, model, docs: np.ndarray) -> dict:
+        prep = self.prep
+        loss_sum, n_tok = self.losses(model, docs)
         categories = None if prep.categories is None else [prep.categories[d] for d in docs]
         return evaluate.loss_metrics(
-            loss_sum,
-            n_tok,
-            prep.labels[docs],
-            rare=prep.rare,
-            categories=categories,
-            natural_weights=prep.train_tokens if cfg.tail_docs is not None else None,
-        )
+            loss_sum, n_tok, prep.labels[docs], rare=prep.rare, categories=categories,
+            natural_weights=prep.train_tokens if self.cfg.tail_docs is not None else None,
+        )  # fmt: skip
 
-    initial = heldout_metrics(prep.heldout)
-    curve, train_curve, window = [{"tokens": 0, **initial}], [], []
+
+def _train(torch, model, sequences, heldout: _Heldout, cfg, *, steps, device, label, log):
+    """Train on ``sequences`` in order; return the held-out and training curves."""
+    optimizer = _optimizer(torch, model, cfg)
+    batch, context = cfg.batch_size, cfg.model.context
+    curve = [{"tokens": 0, **heldout.metrics(model, heldout.prep.heldout)}]
+    train_curve, window = [], []
     eval_steps = {max(1, round(steps * (i + 1) / cfg.eval_points)) for i in range(cfg.eval_points)}
     inputs_all = torch.from_numpy(sequences)
     for step in range(steps):
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step)
+            group["lr"] = learning_rate(cfg, step, steps)
         chunk = inputs_all[step * batch : (step + 1) * batch].to(device)
         with evaluate._autocast(torch, device):
             logits = model(input_ids=chunk[:, :-1]).logits
@@ -464,33 +302,55 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         if not math.isfinite(window[-1]):
             raise ClusterClipError(f"training loss became {window[-1]} at step {step}.")
         if (step + 1) in eval_steps:
-            metrics = heldout_metrics(prep.heldout)
+            metrics = heldout.metrics(model, heldout.prep.heldout)
             tokens_seen = (step + 1) * batch * context
             curve.append({"tokens": tokens_seen, **metrics})
             train_curve.append({"tokens": tokens_seen, "train": float(np.mean(window))})
             window = []
             log(
-                f"  [{policy.name} seed={seed}] step {step + 1}/{steps} "
-                f"train {train_curve[-1]['train']:.3f} held-out natural {metrics['natural']:.3f} "
-                f"macro {metrics['macro']:.3f} rare {metrics['rare']:.3f}"
+                f"  [{label}] step {step + 1}/{steps} train {train_curve[-1]['train']:.3f} "
+                f"held-out natural {metrics['natural']:.3f} macro {metrics['macro']:.3f} "
+                f"rare {metrics['rare']:.3f}"
             )
+    return curve, train_curve
+
+
+def _final_metrics(model, heldout: _Heldout, curve: list[dict], pool: np.ndarray) -> dict:
+    """Last held-out point, plus the rare clusters' training loss and the near-duplicate loss."""
+    prep = heldout.prep
     metrics = dict(curve[-1])
     metrics.pop("tokens")
-    rare_pool = pool[is_rare_doc[pool]]
+    rare_pool = pool[np.isin(prep.labels, prep.rare)[pool]]
     if rare_pool.size:
-        train_sum, train_tok = evaluate.document_losses(
-            model,
-            rare_pool,
-            prep.flat,
-            prep.offsets,
-            eos_id=prep.eos_id,
-            context=context,
-            device=device,
-        )
+        train_sum, train_tok = heldout.losses(model, rare_pool)
         metrics["rare_train"] = float(train_sum.sum() / train_tok.sum())
         metrics["rare_gap"] = metrics["rare"] - metrics["rare_train"]
     if prep.near_dup.size:
-        metrics["near_dup"] = heldout_metrics(prep.near_dup)["natural"]
+        metrics["near_dup"] = heldout.metrics(model, prep.near_dup)["natural"]
+    return metrics
+
+
+def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, *, log=print):
+    """Train one model under one policy and seed; return the result record (a dict)."""
+    torch = require_extra("torch", "experiments")
+    torch.set_num_threads(cfg.threads)
+    device = _resolve_device(cfg.device)
+    started = time.time()
+    context, batch = cfg.model.context, cfg.batch_size
+    steps = max(1, cfg.tokens // (batch * context))
+    budget = steps * batch * context
+    pool, order = schedule_order(prep, cfg, policy, seed, budget=budget)
+    pool_tokens = int((np.diff(prep.offsets) + 1)[pool].sum())
+    sequences = data.pack_sequences(
+        order, prep.flat, prep.offsets, eos_id=prep.eos_id, n_sequences=steps * batch,
+        context=context,
+    )  # fmt: skip
+    model = build_model(cfg.model, vocab_size=prep.summary["vocab_size"], seed=seed).to(device)
+    heldout = _Heldout(prep, cfg, device)
+    curve, train_curve = _train(
+        torch, model, sequences, heldout, cfg, steps=steps, device=device,
+        label=f"{policy.name} seed={seed}", log=log,
+    )  # fmt: skip
     return {
         "corpus": prep.summary["corpus"],
         "regime": cfg.regime or f"{cfg.epochs:g}-epoch",
@@ -501,10 +361,10 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         "steps": steps,
         "pool_documents": int(pool.size),
         "pool_tokens": pool_tokens,
-        "metrics": metrics,
+        "metrics": _final_metrics(model, heldout, curve, pool),
         "curve": curve,
         "train_curve": train_curve,
-        "dynamics": dynamics,
+        "dynamics": _dynamics(prep, pool, order, budget),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_seconds": round(time.time() - started, 1),
         "device": device,

@@ -78,6 +78,7 @@ ARTIFACTS: dict[str, str] = {
     "report_json": "report.json",
     "records": "records",
     "experiment": "lm",
+    "experiment_corpus": "corpus.jsonl",
 }
 MANIFEST_NAME = ARTIFACTS["manifest"]
 
