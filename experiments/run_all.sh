@@ -13,7 +13,7 @@
 #   PYTHONPATH=src HF_HUB_OFFLINE=1 bash experiments/run_all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-/work/venv/bin/python}
+PY=${PY:-.venv/bin/python}
 WORK=${WORK:-runs}
 RESULTS=${RESULTS:-experiments/results}
 

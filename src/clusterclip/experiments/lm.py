@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -82,6 +83,8 @@ class ExperimentConfig:
     near_duplicate: float = 0.95
     vocab_size: int = 1024
     max_doc_tokens: int = 256
+    independent_encoder: str = "auto"
+    independent_clusters: int | None = None
     tokens: int = 200_000
     epochs: float = 1.0
     regime: str | None = None
@@ -269,10 +272,16 @@ class _Heldout:
         prep = self.prep
         loss_sum, n_tok = self.losses(model, docs)
         categories = None if prep.categories is None else [prep.categories[d] for d in docs]
-        return evaluate.loss_metrics(
+        metrics = evaluate.loss_metrics(
             loss_sum, n_tok, prep.labels[docs], rare=prep.rare, categories=categories,
             natural_weights=prep.train_tokens if self.cfg.tail_docs is not None else None,
         )  # fmt: skip
+        independent = evaluate.loss_metrics(
+            loss_sum, n_tok, prep.independent[docs], rare=prep.independent_rare
+        )
+        metrics["independent_macro"] = independent["macro"]
+        metrics["independent_rare"] = independent["rare"]
+        return metrics
 
 
 def _train(torch, model, sequences, heldout: _Heldout, cfg, *, steps, device, label, log):
@@ -309,8 +318,9 @@ def _train(torch, model, sequences, heldout: _Heldout, cfg, *, steps, device, la
             window = []
             log(
                 f"  [{label}] step {step + 1}/{steps} train {train_curve[-1]['train']:.3f} "
-                f"held-out natural {metrics['natural']:.3f} macro {metrics['macro']:.3f} "
-                f"rare {metrics['rare']:.3f}"
+                f"held-out natural {metrics['natural']:.3f} "
+                f"independent macro {metrics['independent_macro']:.3f} "
+                f"own macro {metrics['macro']:.3f}"
             )
     return curve, train_curve
 
@@ -328,6 +338,48 @@ def _final_metrics(model, heldout: _Heldout, curve: list[dict], pool: np.ndarray
     if prep.near_dup.size:
         metrics["near_dup"] = heldout.metrics(model, prep.near_dup)["natural"]
     return metrics
+
+
+def machine_description(torch, threads: int) -> str:
+    """CPU model, cores and torch threads (and the GPU when one is used); no host name."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            names = [
+                line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")
+            ]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} cores, torch threads={threads}"
+    if torch.cuda.is_available():
+        text += f", {torch.cuda.get_device_name(0)}"
+    return text
+
+
+def portable_path(value: str | None) -> str | None:
+    """A path as results files may record it: relative to the current directory, or its name.
+
+    >>> portable_path("/nowhere/else/corpus.jsonl")
+    'corpus.jsonl'
+    >>> portable_path("runs/kjv")
+    'runs/kjv'
+    """
+    if value is None or not os.path.isabs(value):
+        return value
+    path = Path(value)
+    try:
+        return path.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path.name
+
+
+def portable_config(cfg: ExperimentConfig) -> dict:
+    """``asdict(cfg)`` with machine paths made relative (results files travel)."""
+    values = asdict(cfg)
+    for name in ("workdir", "out", "corpus"):
+        values[name] = portable_path(values[name])
+    return values
 
 
 def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, *, log=print):
@@ -352,7 +404,7 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         label=f"{policy.name} seed={seed}", log=log,
     )  # fmt: skip
     return {
-        "corpus": prep.summary["corpus"],
+        "corpus": portable_path(prep.summary["corpus"]),
         "regime": cfg.regime or f"{cfg.epochs:g}-epoch",
         "policy": policy.name,
         "seed": seed,
@@ -368,8 +420,8 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_seconds": round(time.time() - started, 1),
         "device": device,
-        "machine": f"{platform.machine()} {platform.node()} torch threads={cfg.threads}",
-        "config": {**asdict(cfg), "policy_spec": asdict(policy)},
+        "machine": machine_description(torch, cfg.threads),
+        "config": {**portable_config(cfg), "policy_spec": asdict(policy)},
     }
 
 
@@ -397,6 +449,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--near-duplicate", type=float, default=d.near_duplicate, help="cosine threshold")
     add("--vocab-size", type=int, default=d.vocab_size)
     add("--max-doc-tokens", type=int, default=d.max_doc_tokens, help="truncate documents")
+    add(
+        "--independent-encoder",
+        default=d.independent_encoder,
+        help="encoder of the independent clustering behind the independent metrics "
+        "(auto: tfidf, or sentence-transformers when --encoder is tfidf)",
+    )
+    add("--independent-clusters", type=int, default=None, help="its k (default: --n-clusters)")
     add("--tokens", type=int, default=d.tokens, help="training budget in tokens (every policy)")
     add("--epochs", type=float, default=d.epochs, help="passes over the pool the budget buys")
     add("--regime", default=None, help="name of the regime in the tables (default: N-epoch)")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError
+from clusterclip.errors import ClusterClipError, invalid
 from clusterclip.experiments import data, evaluate
 from clusterclip.io import WorkDir, atomic_path, fingerprint_file
 from clusterclip.runner import StageOutput, run_stage
@@ -30,7 +30,10 @@ __all__ = ["Prepared", "SplitOptions", "SplitStage", "prepare"]
 
 _ARRAYS, _TOKENIZER = "prepared.npz", "tokenizer.json"
 _ARRAY_NAMES = ("labels", "train", "heldout", "near_dup", "flat", "offsets", "sizes", "rare",
-                "train_tokens")  # fmt: skip
+                "train_tokens", "independent", "independent_rare")  # fmt: skip
+#: The encoder of the independent clustering for each encoder of the experiment's own.
+_INDEPENDENT = {"tfidf": "sentence-transformers", "sentence-transformers": "tfidf",
+                "static": "tfidf"}  # fmt: skip
 
 
 @dataclass
@@ -47,6 +50,8 @@ class Prepared:
     sizes: np.ndarray  # (K,) training documents per cluster
     rare: np.ndarray  # ids of the rarest 25% of clusters
     train_tokens: np.ndarray  # (K,) training tokens per cluster (natural-mix weights)
+    independent: np.ndarray  # (N,) cluster of an independent clustering (-1 = not in it)
+    independent_rare: np.ndarray  # ids of its rarest 25% of clusters (by training documents)
     tokenizer_path: Path
     summary: dict
 
@@ -76,6 +81,18 @@ class SplitOptions:
     near_duplicate: float = 0.95
     vocab_size: int = 1024
     max_doc_tokens: int = 256
+    independent_encoder: str = "auto"
+    independent_clusters: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.independent_encoder not in ("auto", *_INDEPENDENT):
+            raise invalid(
+                "independent_encoder", f"auto or one of {', '.join(_INDEPENDENT)}",
+                self.independent_encoder,
+            )  # fmt: skip
+        if self.independent_clusters is not None and self.independent_clusters < 2:
+            raise invalid("independent_clusters", "an int in [2, inf) or None",
+                          self.independent_clusters)  # fmt: skip
 
     @classmethod
     def of(cls, cfg: Any) -> SplitOptions:
@@ -146,6 +163,15 @@ class SplitStage:
             tokenizer, self.corpus.texts, max_doc_tokens=options.max_doc_tokens
         )
         arrays = _arrays(labels, train, heldout, is_dup, flat, offsets)
+        independent = independent_clustering(
+            self.corpus.texts, labels, train, encoder=_independent_encoder(work, options),
+            n_clusters=options.independent_clusters or int(labels.max()) + 1,
+            seed=options.data_seed + 1, folder=folder,
+        )  # fmt: skip
+        arrays["independent"] = independent
+        arrays["independent_rare"] = evaluate.rare_clusters(
+            np.bincount(independent[train], minlength=int(independent.max()) + 1)
+        )
         with atomic_path(folder / _ARRAYS) as tmp, open(tmp, "wb") as handle:
             np.savez(handle, **arrays)
         encoder = work.require("embed")["config"]["encoder"]
@@ -156,6 +182,50 @@ class SplitStage:
             summary=summary,
             result=lambda: self.load(work, {"summary": summary}),
         )
+
+
+def _independent_encoder(work: WorkDir, options: SplitOptions) -> str:
+    if options.independent_encoder != "auto":
+        return options.independent_encoder
+    return _INDEPENDENT[work.require("embed")["config"]["encoder"]]
+
+
+def independent_clustering(
+    texts: list[str],
+    labels: np.ndarray,
+    train: np.ndarray,
+    *,
+    encoder: str,
+    n_clusters: int,
+    seed: int,
+    folder: Path,
+) -> np.ndarray:
+    """Cluster of every document in an independent clustering (-1 = excluded document).
+
+    Another encoder and another seed than the sampler's clusters: k-means is fitted
+    on the training documents and every document with ``labels >= 0`` is assigned,
+    so metrics over these clusters are ones the sampler never saw.
+    """
+    from clusterclip.cluster import KMeans
+    from clusterclip.embed.encoders import EncoderSpec, fit_tfidf, get_encoder
+
+    members = np.flatnonzero(labels >= 0)
+    chosen = [texts[i] for i in members]
+    state = folder / "independent"
+    if encoder == "tfidf":
+        state.mkdir(exist_ok=True)
+        from clusterclip.embed.encoders import TFIDF_STATE
+
+        fit_tfidf([texts[i] for i in train], path=state / TFIDF_STATE, seed=seed)
+    spec = EncoderSpec(encoder=encoder, state_dir=str(state), seed=seed)
+    vectors = np.asarray(get_encoder(spec).encode(chosen), dtype=np.float32)
+    get_encoder.cache_clear()  # the tfidf fit of another work directory must not be reused
+    in_train = np.isin(members, train)
+    k = min(n_clusters, int(in_train.sum()))
+    model = KMeans(k, seed=seed).fit(vectors[in_train])
+    out = np.full(len(labels), -1, dtype=np.int64)
+    out[members] = model.predict(vectors)
+    return out
 
 
 def _split(labels: np.ndarray, options: SplitOptions) -> tuple[np.ndarray, np.ndarray]:

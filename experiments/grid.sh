@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The policy grid of issue 16 at one of three sizes, on corpora with natural cluster sizes.
+#
+#   SIZE=cpu  bash experiments/grid.sh   # >= 1M parameters, 500 steps per run (2-core CPU: hours)
+#   SIZE=gpu  bash experiments/grid.sh   # the same grid, ~12M parameters, one GPU
+#   SIZE=tiny bash experiments/grid.sh   # seconds per run on a CPU: checks the script (tests)
+#
+# Every run trains through ClusterClipSampler (clusterclip.experiments.lm) and appends one
+# line to $RESULTS/<corpus>/results.jsonl as soon as it finishes; rerunning skips finished
+# runs, so a grid that does not fit in one sitting is finished by running it again.
+# Runs go seed-major (every policy of seed 0 first), so a partial grid stays paired.
+# Settings: CORPORA (default "kjv fortunes"), SEEDS (default 0,1,2), PY (default
+# .venv/bin/python), WORK (default runs/grid-$SIZE), RESULTS (default
+# experiments/results/grid-$SIZE), DEVICE (default auto).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZE=${SIZE:-cpu}
+PY=${PY:-.venv/bin/python}
+WORK=${WORK:-runs/grid-$SIZE}
+RESULTS=${RESULTS:-experiments/results/grid-$SIZE}
+CORPORA=${CORPORA:-kjv fortunes}
+SEEDS=${SEEDS:-0,1,2}
+DEVICE=${DEVICE:-auto}
+export HF_HUB_OFFLINE=1
+
+case "$SIZE" in
+  tiny)  # a check of the script, not an experiment
+    MODEL=(--n-layer=1 --n-head=2 --n-embd=32 --context=32 --batch-size=4 --lr=1e-2
+           --vocab-size=300 --max-doc-tokens=48 --tokens=2048 --eval-points=2)
+    DATA=(--encoder=tfidf --n-clusters=6 --max-docs=240)
+    ONE=random,clusterclip-r2; FOUR=random,clusterclip-r4 ;;
+  cpu)   # 1.08M parameters, 500 steps of 16 x 128 tokens
+    MODEL=(--n-layer=4 --n-head=4 --n-embd=128 --context=128 --batch-size=16 --lr=2e-3
+           --vocab-size=2048 --max-doc-tokens=256 --tokens=1024000 --eval-points=5)
+    DATA=(--encoder=sentence-transformers --n-clusters=50) ;;
+  gpu)   # ~12M parameters (>= 10x cpu), 500 steps of 8 x 256 tokens: the same token budget
+    MODEL=(--n-layer=6 --n-head=6 --n-embd=384 --context=256 --batch-size=8 --lr=1e-3
+           --vocab-size=4096 --max-doc-tokens=256 --tokens=1024000 --eval-points=5)
+    DATA=(--encoder=sentence-transformers --n-clusters=50) ;;
+  *) echo "grid.sh: SIZE must be tiny, cpu or gpu; got $SIZE" >&2; exit 2 ;;
+esac
+# ~1 epoch: random, uniform, the online clip at two R, temperature with and without a clip,
+# the planned order. >= 3 epochs: the same with R = 4 and 8 (R = 4 is the whole capacity).
+ONE=${ONE:-random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.5,temperature-a0.5-r4,planned-r4}
+FOUR=${FOUR:-random,uniform,clusterclip-r4,clusterclip-r8,temperature-a0.5,temperature-a0.5-r8,planned-r8}
+
+for seed in ${SEEDS//,/ }; do
+  for corpus in $CORPORA; do
+    for regime in "1 $ONE" "4 $FOUR"; do
+      read -r epochs policies <<< "$regime"
+      "$PY" -m clusterclip.experiments.lm "${MODEL[@]}" "${DATA[@]}" --corpus="$corpus" \
+        --workdir="$WORK/$corpus" --out="$RESULTS/$corpus" --epochs="$epochs" \
+        --seeds="$seed" --policies="$policies" --device="$DEVICE"
+    done
+  done
+done
