@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,195 +113,381 @@ def compute_report_data(
     0.0312
     """
     work = WorkDir(workdir)
+    inputs = _load_inputs(work)
+    rarest = _rarest_clusters(inputs.sizes, inputs.n_clusters)
+    draws = _count_draws(inputs, rarest, n_slices)
+    clip_positions = _cluster_clip_positions(inputs)
+    active = _active_per_slice(clip_positions, draws.slice_edges)
+    repeats = _count_repeats(inputs, draws.seen_per_doc)
+    docs = _documents_info(work, inputs.n)
+    tokens_drawn = _tokens_drawn(docs["n_tokens"], draws.seen_per_doc)
+    inspected = _inspect(work, inputs.n_clusters, n_keywords=n_keywords, n_examples=n_examples)
+    shares = _shares(inputs, rarest, draws.per_cluster)
+    by_size = np.argsort(-inputs.sizes, kind="stable")
+    clip_events = _clip_events(clip_positions)
+    return {
+        "workdir": str(work.path),
+        "schedule": {
+            "config": inputs.config,
+            "version": inputs.meta.get("version"),
+            "stats": inputs.meta.get("stats", {}),
+        },
+        "summary": _summary(inputs, docs, draws, repeats, clip_events, tokens_drawn),
+        "sizes_by_rank": [int(s) for s in inputs.sizes[by_size]],
+        "shares_by_size_rank": {
+            "random": [float(x) for x in shares.random[by_size]],
+            "uniform": [float(x) for x in shares.uniform[by_size]],
+            "policy": [float(x) for x in shares.policy[by_size]],
+        },
+        "dynamics": _dynamics(inputs, rarest, draws, active, shares),
+        "clip_events": clip_events,
+        "repetitions": {
+            "times_seen": list(range(len(repeats.histogram))),
+            "documents": [int(x) for x in repeats.histogram],
+        },
+        "never_seen_by_size_rank": [int(repeats.never[k]) for k in by_size],
+        "clusters": _cluster_table(
+            inputs, draws, shares, repeats, clip_positions, inspected, by_size
+        ),
+        "keywords_available": bool(inspected),
+    }
+
+
+@dataclass
+class _Inputs:
+    """The labels and schedule of a work directory, checked, with the cluster sizes."""
+
+    labels: np.ndarray
+    indices: np.ndarray
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    policy: str
+    clip_cap: int | None
+    usable: np.ndarray
+    n_usable: int
+    n_clusters: int
+    sizes: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Documents in the labels, excluded ones included."""
+        return len(self.labels)
+
+    @property
+    def total(self) -> int:
+        """Length of the schedule (the budget ``T``)."""
+        return len(self.indices)
+
+
+@dataclass
+class _Rarest:
+    """The rarest 10% and 50% of the non-empty clusters, as ids and as masks over clusters."""
+
+    n_nonempty: int
+    ids10: np.ndarray
+    ids50: np.ndarray
+    mask10: np.ndarray
+    mask50: np.ndarray
+
+
+@dataclass
+class _Draws:
+    """What the one pass over the schedule counts: draws per document, cluster and slice."""
+
+    seen_per_doc: np.ndarray
+    per_cluster: np.ndarray
+    excluded: int
+    slice_edges: np.ndarray
+    slice_rare10: np.ndarray
+    slice_rare50: np.ndarray
+
+
+@dataclass
+class _Repeats:
+    """How often the usable documents were drawn, overall and per cluster."""
+
+    seen_usable: np.ndarray
+    histogram: np.ndarray
+    never: np.ndarray
+    max_per_cluster: np.ndarray
+
+
+@dataclass
+class _Shares:
+    """Share of the draws per cluster: random and uniform (analytical) and the policy's."""
+
+    random: np.ndarray
+    uniform: np.ndarray
+    policy: np.ndarray
+
+
+def _load_inputs(work: WorkDir) -> _Inputs:
+    """Read the labels and the schedule, refuse a stale schedule, and size the clusters."""
     labels = work.labels()
     schedule = work.schedule()
-    indices, meta = schedule.indices, schedule.meta
-    n = len(labels)
-    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n):
-        raise ClusterClipError(
-            f"{schedule.path} holds document indices outside [0, {n}) but "
-            f"{work.path_of('clusters').name} has {n} documents. The schedule is stale: rebuild it "
-            "(`clusterclip run` redoes it)."
-        )
+    _check_indices(work, schedule.indices, schedule.path, len(labels))
     usable = labels >= 0
     n_usable = int(usable.sum())
     n_clusters = int(labels.max()) + 1 if n_usable else 0
     if work.exists("centroids"):  # clusters left empty after assignment still count
         n_clusters = max(n_clusters, work.n_clusters())
     sizes = np.bincount(labels[usable], minlength=n_clusters).astype(np.int64)
-    total = len(indices)
-    config = dict(meta.get("config", {}))
+    config = dict(schedule.meta.get("config", {}))
     policy = str(config.get("policy", "unknown"))
-    max_repeats = config.get("max_repeats")
-    clip_cap = (
-        int(max_repeats)
-        if isinstance(max_repeats, (int, float))
-        and math.isfinite(max_repeats)
-        and policy not in ("random", "uniform")
-        else None
+    return _Inputs(
+        labels=labels,
+        indices=schedule.indices,
+        meta=schedule.meta,
+        config=config,
+        policy=policy,
+        clip_cap=_clip_cap(config.get("max_repeats"), policy),
+        usable=usable,
+        n_usable=n_usable,
+        n_clusters=n_clusters,
+        sizes=sizes,
     )
 
-    # One streaming pass: draws per document, draws per cluster, dynamics per slice.
-    n_slices = max(1, min(n_slices, total)) if total else 0
-    slice_edges = np.linspace(0, total, n_slices + 1).astype(np.int64) if total else np.zeros(1)
-    # Rarest clusters among the non-empty ones (an empty cluster is never drawn).
+
+def _check_indices(work: WorkDir, indices: np.ndarray, path: os.PathLike[str], n: int) -> None:
+    """Refuse a schedule holding document indices outside the labels (it is stale)."""
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n):
+        raise ClusterClipError(
+            f"{path} holds document indices outside [0, {n}) but "
+            f"{work.path_of('clusters').name} has {n} documents. The schedule is stale: rebuild it "
+            "(`clusterclip run` redoes it)."
+        )
+
+
+def _clip_cap(max_repeats: Any, policy: str) -> int | None:
+    """The repeat cap that clips clusters, or None (no finite cap, or a policy that never clips)."""
+    if (
+        isinstance(max_repeats, (int, float))
+        and math.isfinite(max_repeats)
+        and policy not in ("random", "uniform")
+    ):
+        return int(max_repeats)
+    return None
+
+
+def _rarest_clusters(sizes: np.ndarray, n_clusters: int) -> _Rarest:
+    """The rarest clusters among the non-empty ones (an empty cluster is never drawn)."""
     ascending = np.argsort(sizes, kind="stable")
     ascending = ascending[sizes[ascending] > 0]
-    n_nonempty = len(ascending)
-    rare10 = np.zeros(n_clusters, dtype=bool)
-    rare10[_rarest(ascending, 0.10)] = True
-    rare50 = np.zeros(n_clusters, dtype=bool)
-    rare50[_rarest(ascending, 0.50)] = True
-    seen_per_doc = np.zeros(n, dtype=np.int64)
+    ids10 = _rarest(ascending, 0.10)
+    ids50 = _rarest(ascending, 0.50)
+    mask10 = np.zeros(n_clusters, dtype=bool)
+    mask10[ids10] = True
+    mask50 = np.zeros(n_clusters, dtype=bool)
+    mask50[ids50] = True
+    return _Rarest(len(ascending), ids10, ids50, mask10, mask50)
+
+
+def _slice_edges(total: int, n_slices: int) -> np.ndarray:
+    """Bounds of the equal schedule slices (between 1 and ``total`` of them; none if empty)."""
+    if not total:
+        return np.zeros(1)
+    n_slices = max(1, min(n_slices, total))
+    return np.linspace(0, total, n_slices + 1).astype(np.int64)
+
+
+def _count_draws(inputs: _Inputs, rarest: _Rarest, n_slices: int) -> _Draws:
+    """Stream the schedule once, counting draws per document, per cluster and per slice."""
+    labels, usable = inputs.labels, inputs.usable
+    edges = _slice_edges(inputs.total, n_slices)
+    n_slices = len(edges) - 1
+    seen_per_doc = np.zeros(inputs.n, dtype=np.int64)
     slice_rare10 = np.zeros(n_slices, dtype=np.int64)
     slice_rare50 = np.zeros(n_slices, dtype=np.int64)
-    slice_active = np.zeros(n_slices, dtype=np.int64)
-    for start in range(0, total, BLOCK_SIZE):
-        block = np.asarray(indices[start : start + BLOCK_SIZE], dtype=np.int64)
+    for start in range(0, inputs.total, BLOCK_SIZE):
+        block = np.asarray(inputs.indices[start : start + BLOCK_SIZE], dtype=np.int64)
         np.add.at(seen_per_doc, block, 1)
         block_labels = labels[block]
-        slice_of = np.searchsorted(slice_edges, np.arange(start, start + len(block)), "right") - 1
-        valid = block_labels >= 0
-        r10 = np.zeros(len(block), dtype=bool)
-        r50 = np.zeros(len(block), dtype=bool)
-        r10[valid] = rare10[block_labels[valid]]
-        r50[valid] = rare50[block_labels[valid]]
-        slice_rare10 += np.bincount(slice_of[r10], minlength=n_slices)
-        slice_rare50 += np.bincount(slice_of[r50], minlength=n_slices)
-    draws = np.bincount(labels[usable], weights=seen_per_doc[usable], minlength=n_clusters)
-    draws = draws.astype(np.int64)
-    excluded_draws = int(seen_per_doc[~usable].sum())
+        slice_of = np.searchsorted(edges, np.arange(start, start + len(block)), "right") - 1
+        slice_rare10 += _draws_per_slice(rarest.mask10, block_labels, slice_of, n_slices)
+        slice_rare50 += _draws_per_slice(rarest.mask50, block_labels, slice_of, n_slices)
+    per_cluster = np.bincount(
+        labels[usable], weights=seen_per_doc[usable], minlength=inputs.n_clusters
+    ).astype(np.int64)
+    excluded = int(seen_per_doc[~usable].sum())
+    return _Draws(seen_per_doc, per_cluster, excluded, edges, slice_rare10, slice_rare50)
 
-    clip_positions = np.full(n_clusters, -1, dtype=np.int64)
-    if clip_cap is not None and n_clusters:
-        clip_positions = _clip_positions(indices, labels, clip_cap * sizes, n_clusters)
-    for s in range(n_slices):
-        # Clusters still drawable at the start of the slice (not yet clipped).
-        slice_active[s] = int(((clip_positions < 0) | (clip_positions >= slice_edges[s])).sum())
 
+def _draws_per_slice(
+    mask: np.ndarray, block_labels: np.ndarray, slice_of: np.ndarray, n_slices: int
+) -> np.ndarray:
+    """Draws of one block that fall in the clusters of ``mask``, counted per slice."""
+    valid = block_labels >= 0
+    hit = np.zeros(len(block_labels), dtype=bool)
+    hit[valid] = mask[block_labels[valid]]
+    return np.bincount(slice_of[hit], minlength=n_slices)
+
+
+def _cluster_clip_positions(inputs: _Inputs) -> np.ndarray:
+    """Schedule position of each cluster's clip event (-1: never clipped, or no cap)."""
+    if inputs.clip_cap is None or not inputs.n_clusters:
+        return np.full(inputs.n_clusters, -1, dtype=np.int64)
+    targets = inputs.clip_cap * inputs.sizes
+    return _clip_positions(inputs.indices, inputs.labels, targets, inputs.n_clusters)
+
+
+def _active_per_slice(clip_positions: np.ndarray, slice_edges: np.ndarray) -> np.ndarray:
+    """Clusters still drawable (not yet clipped) at the start of each slice."""
+    active = np.zeros(len(slice_edges) - 1, dtype=np.int64)
+    for s in range(len(active)):
+        active[s] = int(((clip_positions < 0) | (clip_positions >= slice_edges[s])).sum())
+    return active
+
+
+def _slice_share(counts: np.ndarray, slice_edges: np.ndarray, total: int) -> np.ndarray:
+    """``counts`` per slice as a fraction of the slice's length (0 for an empty slice)."""
     slice_len = np.diff(slice_edges).astype(np.float64) if total else np.zeros(0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        share10 = np.where(slice_len > 0, slice_rare10 / np.maximum(slice_len, 1), 0.0)
-        share50 = np.where(slice_len > 0, slice_rare50 / np.maximum(slice_len, 1), 0.0)
+        return np.where(slice_len > 0, counts / np.maximum(slice_len, 1), 0.0)
 
-    # Repetitions per usable document and documents never seen.
-    seen_usable = seen_per_doc[usable]
-    repetition_hist = np.bincount(seen_usable) if n_usable else np.zeros(1, dtype=np.int64)
-    never = np.bincount(labels[usable][seen_usable == 0], minlength=n_clusters).astype(np.int64)
-    max_per_cluster = np.zeros(n_clusters, dtype=np.int64)
-    if n_usable:
-        np.maximum.at(max_per_cluster, labels[usable], seen_usable)
 
-    docs = _documents_info(work, n)
-    tokens_drawn = None
-    if docs["n_tokens"] is not None and len(docs["n_tokens"]) == n:
-        tokens_drawn = int((seen_per_doc * docs["n_tokens"]).sum())
+def _count_repeats(inputs: _Inputs, seen_per_doc: np.ndarray) -> _Repeats:
+    """Repetitions per usable document: histogram, never-seen and most repeats per cluster."""
+    labels = inputs.labels[inputs.usable]
+    seen_usable = seen_per_doc[inputs.usable]
+    histogram = np.bincount(seen_usable) if inputs.n_usable else np.zeros(1, dtype=np.int64)
+    never = np.bincount(labels[seen_usable == 0], minlength=inputs.n_clusters).astype(np.int64)
+    max_per_cluster = np.zeros(inputs.n_clusters, dtype=np.int64)
+    if inputs.n_usable:
+        np.maximum.at(max_per_cluster, labels, seen_usable)
+    return _Repeats(seen_usable, histogram, never, max_per_cluster)
 
-    inspected = _inspect(work, n_clusters, n_keywords=n_keywords, n_examples=n_examples)
 
-    random_share = sizes / n_usable if n_usable else np.zeros(n_clusters)
-    uniform_share = np.where(sizes > 0, 1.0 / max(n_nonempty, 1), 0.0)
-    policy_share = draws / total if total else np.zeros(n_clusters)
-    by_size = np.argsort(-sizes, kind="stable")
-    clusters_table = []
+def _tokens_drawn(n_tokens: np.ndarray | None, seen_per_doc: np.ndarray) -> int | None:
+    """Tokens over the whole schedule, or None without a token count per document."""
+    if n_tokens is None or len(n_tokens) != len(seen_per_doc):
+        return None
+    return int((seen_per_doc * n_tokens).sum())
+
+
+def _shares(inputs: _Inputs, rarest: _Rarest, per_cluster: np.ndarray) -> _Shares:
+    """Expected shares under random and uniform sampling, and the schedule's own shares."""
+    sizes, n_usable, total = inputs.sizes, inputs.n_usable, inputs.total
+    return _Shares(
+        random=sizes / n_usable if n_usable else np.zeros(inputs.n_clusters),
+        uniform=np.where(sizes > 0, 1.0 / max(rarest.n_nonempty, 1), 0.0),
+        policy=per_cluster / total if total else np.zeros(inputs.n_clusters),
+    )
+
+
+def _clip_events(clip_positions: np.ndarray) -> list[dict[str, int]]:
+    """The clip events in schedule order (ties by cluster id)."""
+    return sorted(
+        ({"cluster": int(k), "position": int(p)} for k, p in enumerate(clip_positions) if p >= 0),
+        key=lambda e: (e["position"], e["cluster"]),
+    )
+
+
+def _example_cell(info: dict[str, Any]) -> dict[str, Any] | None:
+    """A cluster's first example document for the table, or None without one."""
+    example = (info.get("examples") or [{}])[0]
+    if "index" not in example:
+        return None
+    return {
+        "index": int(example["index"]),
+        "id": example.get("id"),
+        "text": str(example.get("text", "")),
+    }
+
+
+def _cluster_table(
+    inputs: _Inputs,
+    draws: _Draws,
+    shares: _Shares,
+    repeats: _Repeats,
+    clip_positions: np.ndarray,
+    inspected: dict[int, dict[str, Any]],
+    by_size: np.ndarray,
+) -> list[dict[str, Any]]:
+    """One row per cluster in ``by_size`` order: size, draws, shares, repeats, clip, words."""
+    sizes, total, per_cluster, never = inputs.sizes, inputs.total, draws.per_cluster, repeats.never
+    rows = []
     for rank, k in enumerate(by_size):
         info = inspected.get(int(k), {})
-        example = (info.get("examples") or [{}])[0]
-        clusters_table.append(
+        rows.append(
             {
                 "cluster": int(k),
                 "size_rank": rank + 1,
                 "size": int(sizes[k]),
-                "draws": int(draws[k]),
-                "share_policy": float(policy_share[k]),
-                "share_random": float(random_share[k]),
-                "share_uniform": float(uniform_share[k]),
-                "expected_draws_random": float(total * random_share[k]),
-                "expected_draws_uniform": float(total * uniform_share[k]),
-                "mean_repeats": float(draws[k] / sizes[k]) if sizes[k] else 0.0,
-                "max_repeats": int(max_per_cluster[k]),
+                "draws": int(per_cluster[k]),
+                "share_policy": float(shares.policy[k]),
+                "share_random": float(shares.random[k]),
+                "share_uniform": float(shares.uniform[k]),
+                "expected_draws_random": float(total * shares.random[k]),
+                "expected_draws_uniform": float(total * shares.uniform[k]),
+                "mean_repeats": float(per_cluster[k] / sizes[k]) if sizes[k] else 0.0,
+                "max_repeats": int(repeats.max_per_cluster[k]),
                 "never_seen": int(never[k]),
                 "never_seen_fraction": float(never[k] / sizes[k]) if sizes[k] else 0.0,
                 "clipped_at": int(clip_positions[k]) if clip_positions[k] >= 0 else None,
                 "keywords": [str(w) for w in info.get("keywords", [])],
-                "example": (
-                    {
-                        "index": int(example["index"]),
-                        "id": example.get("id"),
-                        "text": str(example.get("text", "")),
-                    }
-                    if "index" in example
-                    else None
-                ),
+                "example": _example_cell(info),
             }
         )
+    return rows
 
-    clip_events = sorted(
-        ({"cluster": int(k), "position": int(p)} for k, p in enumerate(clip_positions) if p >= 0),
-        key=lambda e: (e["position"], e["cluster"]),
-    )
-    n_never = int(never.sum())
-    r10 = _rarest(ascending, 0.10) if n_clusters else ascending
-    r50 = _rarest(ascending, 0.50) if n_clusters else ascending
+
+def _summary(
+    inputs: _Inputs,
+    docs: dict[str, Any],
+    draws: _Draws,
+    repeats: _Repeats,
+    clip_events: list[dict[str, int]],
+    tokens_drawn: int | None,
+) -> dict[str, Any]:
+    """The headline numbers: corpus, clusters, budget, coverage and clipping."""
+    n, n_usable, n_clusters, sizes = inputs.n, inputs.n_usable, inputs.n_clusters, inputs.sizes
+    total, seen_usable = inputs.total, repeats.seen_usable
+    n_never = int(repeats.never.sum())
     return {
-        "workdir": str(work.path),
-        "schedule": {
-            "config": config,
-            "version": meta.get("version"),
-            "stats": meta.get("stats", {}),
-        },
-        "summary": {
-            "policy": policy,
-            "max_repeats": clip_cap,
-            "n_documents": n,
-            "n_usable": n_usable,
-            "n_excluded": n - n_usable,
-            "status_counts": docs["status_counts"],
-            "n_clusters": n_clusters,
-            "n_empty_clusters": int((sizes == 0).sum()),
-            "largest_cluster": int(sizes.max()) if n_clusters else 0,
-            "smallest_cluster": int(sizes.min()) if n_clusters else 0,
-            "imbalance": float(sizes.max() / max(sizes.min(), 1)) if n_clusters else 0.0,
-            "schedule_length": total,
-            "epochs_equivalent": float(total / n_usable) if n_usable else 0.0,
-            "tokens_drawn": tokens_drawn,
-            "excluded_draws": excluded_draws,
-            "distinct_documents_seen": int((seen_usable > 0).sum()),
-            "never_seen": n_never,
-            "never_seen_fraction": float(n_never / n_usable) if n_usable else 0.0,
-            "max_repeats_observed": int(seen_usable.max()) if n_usable else 0,
-            "n_clipped_clusters": len(clip_events),
-            "first_clip_position": clip_events[0]["position"] if clip_events else None,
-        },
-        "sizes_by_rank": [int(s) for s in sizes[by_size]],
-        "shares_by_size_rank": {
-            "random": [float(x) for x in random_share[by_size]],
-            "uniform": [float(x) for x in uniform_share[by_size]],
-            "policy": [float(x) for x in policy_share[by_size]],
-        },
-        "dynamics": {
-            "slice_start": [int(x) for x in slice_edges[:-1]] if total else [],
-            "slice_stop": [int(x) for x in slice_edges[1:]] if total else [],
-            "rarest_10pct_clusters": [int(k) for k in r10],
-            "rarest_50pct_clusters": [int(k) for k in r50],
-            "share_rarest_10pct": [float(x) for x in share10],
-            "share_rarest_50pct": [float(x) for x in share50],
-            "active_clusters": [int(x) for x in slice_active],
-            "policy_share_rarest_10pct": float(draws[r10].sum() / total) if total else 0.0,
-            "policy_share_rarest_50pct": float(draws[r50].sum() / total) if total else 0.0,
-            "random_share_rarest_10pct": float(random_share[r10].sum()) if n_clusters else 0.0,
-            "random_share_rarest_50pct": float(random_share[r50].sum()) if n_clusters else 0.0,
-            "uniform_share_rarest_10pct": float(len(r10) / max(n_nonempty, 1)),
-            "uniform_share_rarest_50pct": float(len(r50) / max(n_nonempty, 1)),
-        },
-        "clip_events": clip_events,
-        "repetitions": {
-            "times_seen": list(range(len(repetition_hist))),
-            "documents": [int(x) for x in repetition_hist],
-        },
-        "never_seen_by_size_rank": [int(never[k]) for k in by_size],
-        "clusters": clusters_table,
-        "keywords_available": bool(inspected),
+        "policy": inputs.policy,
+        "max_repeats": inputs.clip_cap,
+        "n_documents": n,
+        "n_usable": n_usable,
+        "n_excluded": n - n_usable,
+        "status_counts": docs["status_counts"],
+        "n_clusters": n_clusters,
+        "n_empty_clusters": int((sizes == 0).sum()),
+        "largest_cluster": int(sizes.max()) if n_clusters else 0,
+        "smallest_cluster": int(sizes.min()) if n_clusters else 0,
+        "imbalance": float(sizes.max() / max(sizes.min(), 1)) if n_clusters else 0.0,
+        "schedule_length": total,
+        "epochs_equivalent": float(total / n_usable) if n_usable else 0.0,
+        "tokens_drawn": tokens_drawn,
+        "excluded_draws": draws.excluded,
+        "distinct_documents_seen": int((seen_usable > 0).sum()),
+        "never_seen": n_never,
+        "never_seen_fraction": float(n_never / n_usable) if n_usable else 0.0,
+        "max_repeats_observed": int(seen_usable.max()) if n_usable else 0,
+        "n_clipped_clusters": len(clip_events),
+        "first_clip_position": clip_events[0]["position"] if clip_events else None,
+    }
+
+
+def _dynamics(
+    inputs: _Inputs, rarest: _Rarest, draws: _Draws, active: np.ndarray, shares: _Shares
+) -> dict[str, Any]:
+    """How the draws drift over the schedule: rare clusters' share and active clusters per slice."""
+    total, edges, per_cluster = inputs.total, draws.slice_edges, draws.per_cluster
+    r10, r50, n_nonempty = rarest.ids10, rarest.ids50, max(rarest.n_nonempty, 1)
+    return {
+        "slice_start": [int(x) for x in edges[:-1]] if total else [],
+        "slice_stop": [int(x) for x in edges[1:]] if total else [],
+        "rarest_10pct_clusters": [int(k) for k in r10],
+        "rarest_50pct_clusters": [int(k) for k in r50],
+        "share_rarest_10pct": [float(x) for x in _slice_share(draws.slice_rare10, edges, total)],
+        "share_rarest_50pct": [float(x) for x in _slice_share(draws.slice_rare50, edges, total)],
+        "active_clusters": [int(x) for x in active],
+        "policy_share_rarest_10pct": float(per_cluster[r10].sum() / total) if total else 0.0,
+        "policy_share_rarest_50pct": float(per_cluster[r50].sum() / total) if total else 0.0,
+        "random_share_rarest_10pct": float(shares.random[r10].sum()) if inputs.n_clusters else 0.0,
+        "random_share_rarest_50pct": float(shares.random[r50].sum()) if inputs.n_clusters else 0.0,
+        "uniform_share_rarest_10pct": float(len(r10) / n_nonempty),
+        "uniform_share_rarest_50pct": float(len(r50) / n_nonempty),
     }
 
 
