@@ -230,7 +230,8 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         ClusterClipError
             No schedule; the labels in the work directory changed since the
             schedule was built; or ``schedule.npy`` does not match its sidecar.
-            The message names the command that rebuilds it.
+            The message names the command that rebuilds it. Also, as for the
+            constructor, a schedule shorter than ``world_size`` with ``drop_last=True``.
 
         Notes
         -----
