@@ -95,7 +95,9 @@ def small_blocks(monkeypatch):
 @pytest.mark.parametrize("world_size", [1, 2, 3, 5])
 def test_yields_exactly_the_labels_built_sampler(work, world_size, drop_last):
     indices = work["schedule"].indices
-    usable = indices.size - indices.size % world_size if drop_last else indices.size
+    pad = 0 if drop_last else -indices.size % world_size
+    indices = np.concatenate([indices, np.resize(indices, pad)])  # padding wraps to the start
+    usable = indices.size - indices.size % world_size
     for rank in range(world_size):
         recorded = ClusterClipSampler.from_workdir(
             work["workdir"], rank=rank, world_size=world_size, drop_last=drop_last

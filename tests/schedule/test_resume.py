@@ -96,10 +96,12 @@ def test_ranks_read_strided_slices_of_the_global_schedule(skewed_labels, world_s
         )
         for r in range(world_size)
     ]
-    merged = [None] * full.size
+    assert len({len(got) for got in loose}) == 1  # padded: every rank yields the same count
+    merged = [None] * (world_size * len(loose[0]))
     for r, got in enumerate(loose):
         merged[r::world_size] = got
-    assert merged == full.tolist()
+    padding = len(merged) - full.size
+    assert merged == full.tolist() + full[:padding].tolist()  # wrapped to the start
 
 
 @settings(
@@ -203,3 +205,38 @@ def test_sampler_warns_when_the_budget_cannot_be_met(skewed_labels):
     got = list(sampler)
     assert len(got) == int((skewed_labels >= 0).sum())
     assert len(sampler) == 0
+
+
+@pytest.mark.parametrize("order", ["online", "planned"])
+def test_token_budget_resume_far_past_exhaustion(order):
+    # Every cluster is clipped after 63 draws; the random passes that follow run for
+    # three choice blocks. A resume in block 1 or 2 must count the tokens of the
+    # clipped part *and* of the random passes before it, or it overshoots the budget.
+    labels = np.repeat(np.arange(3), [3, 10, 50])
+    labels = labels[np.random.default_rng(6).permutation(labels.size)]
+    lengths = np.random.default_rng(7).integers(1, 10, size=labels.size)
+    kwargs = dict(
+        max_repeats=1,
+        num_tokens=800_000,
+        lengths=lengths,
+        order=order,
+        on_exhausted="random",
+        seed=9,
+    )
+    schedule = build_schedule(labels, **kwargs)
+    full = schedule.indices
+    assert schedule.stats.exhausted_at == 63 and full.size > 2 * CHOICE_BLOCK
+    cumulative = np.cumsum(lengths[full])
+    assert cumulative[-1] >= 800_000 > cumulative[-2]
+    starts = [64, CHOICE_BLOCK, CHOICE_BLOCK + 5, 2 * CHOICE_BLOCK, 2 * CHOICE_BLOCK + 77]
+    for start in [*starts, full.size - 1, full.size, full.size + 1]:
+        tail = np.concatenate(
+            list(iter_schedule(labels, start=start, **kwargs)) or [np.zeros(0, np.int64)]
+        )
+        assert np.array_equal(tail, full[start:]), start
+    # the sampler resumed there reads the same tail (it counts the same tokens)
+    for start in (CHOICE_BLOCK + 5, 2 * CHOICE_BLOCK + 77):
+        sampler = ClusterClipSampler(labels, **kwargs)
+        sampler.set_consumed_samples(start)
+        assert sampler.total_samples == full.size
+        assert list(sampler) == full[start:].tolist()

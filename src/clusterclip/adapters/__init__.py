@@ -8,6 +8,9 @@
   trainers that read files.
 - ``clusterclip.adapters.folders``: the ClusterClip authors' layout, one folder
   of jsonl files per cluster.
+- ``clusterclip.adapters.ranks``: the one rule by which the sampler and the
+  streaming dataset split the schedule over ranks (equal counts; ``drop_last``
+  truncates or pads from the schedule's start).
 
 All of them read the work directory through :class:`clusterclip.io.WorkDir`.
 

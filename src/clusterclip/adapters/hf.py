@@ -12,9 +12,17 @@ files concatenated in the same order, without filtering in between).
   DataLoader workers, and resumes exactly from ``consumed_samples``.
 
 From the resume point ``c = consumed_samples``, position ``c + r + j * world_size``
-goes to rank ``r`` (round-robin, like Megatron's samplers); within a rank, DataLoader worker ``w`` of ``n`` takes the rank's ``w``-th, ``w + n``-th, ...
-item. The union over ranks of what is read from ``consumed_samples`` on is
-exactly the rest of the schedule, whatever the world size.
+goes to rank ``r`` (round-robin, like Megatron's samplers), the same count on
+every rank (:mod:`clusterclip.adapters.ranks`: ``drop_last`` truncates or pads).
+The union over ranks of what is read from ``consumed_samples`` on is exactly
+the rest of the schedule, whatever the world size.
+
+DataLoader workers split a rank's items in whole batches, in the order the
+DataLoader hands them out: with ``batch_size=b`` and ``n`` workers, worker
+``w`` produces the rank's batches ``w, w + n, w + 2n, ...`` (batch ``k`` = the
+rank's items ``k*b .. k*b + b - 1``), which the DataLoader yields round-robin,
+so after any number of steps what was consumed is a prefix of the schedule and
+``consumed_samples = steps * batch_size * world_size`` resumes it exactly.
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.adapters.ranks import check_share, rank_length, wrap
+from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
 
 __all__ = ["ScheduledIterableDataset", "apply_schedule", "schedule_indices"]  # noqa: F822 (lazy, see __getattr__)
 
@@ -132,11 +141,14 @@ class _ScheduledIterable:
         rank: int = 0,
         world_size: int = 1,
         consumed_samples: int = 0,
+        batch_size: int | None = None,
+        drop_last: bool = True,
     ) -> None:
         for name, value, low in (
             ("world_size", world_size, 1),
             ("rank", rank, 0),
             ("consumed_samples", consumed_samples, 0),
+            ("batch_size", 1 if batch_size is None else batch_size, 1),
         ):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise invalid(name, f"an int in [{low}, inf)", value)
@@ -153,6 +165,9 @@ class _ScheduledIterable:
         self.rank = int(rank)
         self.world_size = int(world_size)
         self.consumed_samples = int(consumed_samples)
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.drop_last = bool(drop_last)
+        check_share(len(self.indices), self.world_size, drop_last=self.drop_last)
 
     @classmethod
     def from_workdir(
@@ -163,6 +178,8 @@ class _ScheduledIterable:
         rank: int = 0,
         world_size: int = 1,
         consumed_samples: int = 0,
+        batch_size: int | None = None,
+        drop_last: bool = True,
     ) -> Any:
         """Stream the schedule saved in a work directory, refusing a stale one.
 
@@ -172,7 +189,7 @@ class _ScheduledIterable:
             The corpus that was embedded, row ``i`` = document index ``i``.
         workdir : path
             Work directory with completed ``cluster`` and ``schedule`` stages.
-        rank, world_size, consumed_samples : int
+        rank, world_size, consumed_samples, batch_size, drop_last
             As for the constructor.
 
         Returns
@@ -207,19 +224,41 @@ class _ScheduledIterable:
             rank=rank,
             world_size=world_size,
             consumed_samples=consumed_samples,
+            batch_size=batch_size,
+            drop_last=drop_last,
         )
 
     def __len__(self) -> int:
-        """Items this rank still yields from ``consumed_samples`` to the end."""
-        return len(self._positions(self.consumed_samples, 0, 1))
+        """Items this rank still yields from ``consumed_samples`` to the end (all workers)."""
+        left = len(self.indices) - self.consumed_samples
+        return rank_length(left, self.world_size, drop_last=self.drop_last)
 
-    def _positions(self, consumed: int, worker: int, n_workers: int) -> range:
+    def _positions(self, consumed: int, worker: int, n_workers: int) -> Iterator[int]:
+        """Schedule positions read by one DataLoader worker of this rank, in order."""
         total = len(self.indices)
-        # Positions are dealt round-robin from the resume point: rank r reads
-        # consumed + r, consumed + r + world_size, ... (like Megatron's samplers).
+        count = rank_length(total - consumed, self.world_size, drop_last=self.drop_last)
+        # Rank-local item j is global position consumed + rank + j * world_size
+        # (round-robin over ranks, like Megatron's samplers; past the end it wraps).
         first = consumed + self.rank
-        stride = self.world_size
-        return range(first + worker * stride, total, stride * n_workers)
+        if n_workers == 1:
+            batch = max(count, 1)  # one reader: the whole share, in order
+        elif self.batch_size is None:
+            raise invalid(
+                "batch_size",
+                "the DataLoader's batch_size when it has num_workers > 1",
+                None,
+                f"Pass {hint('batch_size', 8)} for DataLoader(..., batch_size=8, "
+                f"num_workers={n_workers}) (batch_size=1 for a DataLoader with "
+                "batch_size=None), or use num_workers <= 1; workers split the schedule "
+                "in whole batches so that every step consumes a prefix of it.",
+            )
+        else:
+            batch = self.batch_size
+        # Worker w makes the rank's batches w, w + n, w + 2n, ...: the order in
+        # which the DataLoader asks its workers for batches and yields them.
+        for begin in range(worker * batch, count, batch * n_workers):
+            for item in range(begin, min(begin + batch, count)):
+                yield wrap(first + item * self.world_size, total)
 
     def __iter__(self) -> Iterator[Any]:
         worker, n_workers = 0, 1
@@ -233,14 +272,13 @@ class _ScheduledIterable:
             pass
         start = self.consumed_samples
         total = len(self.indices)
-        for position in self._positions(start, worker, n_workers):
-            item = self.dataset[int(self.indices[position])]
+        for item, position in enumerate(self._positions(start, worker, n_workers)):
+            row = self.dataset[int(self.indices[position])]
             if n_workers == 1:
                 # Ranks advance in lock-step (one item each per step), so after this
-                # item the whole group of world_size positions it belongs to is consumed.
-                group = (position - start) // self.world_size
-                self.consumed_samples = min(start + (group + 1) * self.world_size, total)
-            yield item
+                # item the whole row of world_size positions it belongs to is consumed.
+                self.consumed_samples = min(start + (item + 1) * self.world_size, total)
+            yield row
 
     def state_dict(self) -> dict[str, int]:
         """``{"consumed_samples": n}``: global schedule positions already consumed.
@@ -296,10 +334,30 @@ schedule : Schedule, array of int, or path
     ``ScheduledIterableDataset.from_workdir(dataset, workdir)``.
 rank, world_size : int
     This process's place among the data-parallel ranks. Rank ``r`` reads
-    global positions ``consumed_samples + r + j * world_size``; DataLoader workers
-    split a rank's positions further. The global order never depends on them.
+    global positions ``consumed_samples + r + j * world_size``. The global
+    order never depends on them.
 consumed_samples : int
-    Global schedule positions already consumed (resume point).
+    Global schedule positions already consumed (resume point): after ``s``
+    training steps of ``batch_size`` items on each of ``world_size`` ranks,
+    ``s * batch_size * world_size`` (any later world size, batch size or
+    worker count continues exactly there).
+batch_size : int, optional
+    The DataLoader's ``batch_size`` (1 for ``batch_size=None``). Required with
+    ``num_workers > 1``: the workers then produce whole batches in the order
+    the DataLoader yields them (worker ``w`` of ``n`` makes the rank's batches
+    ``w, w + n, ...``), so every step consumes a prefix of the schedule. Keep
+    the DataLoader's default ``in_order=True``.
+drop_last : bool
+    Every rank yields the same number of items (ranks stay in lockstep).
+    True (default): the last ``< world_size`` positions are dropped. False:
+    ranks short of a last item are padded by wrapping around to the start of
+    the schedule, as ``torch.utils.data.DistributedSampler`` pads.
+
+Raises
+------
+ClusterClipError
+    ``drop_last=True`` with a schedule shorter than ``world_size`` (every rank
+    would get none), or ``num_workers > 1`` without ``batch_size``.
 
 Examples
 --------
@@ -311,6 +369,12 @@ Examples
 >>> stream.load_state_dict({"consumed_samples": 2})
 >>> list(stream)
 ['b']
+
+Two workers and batches of 2: every step reads the next positions of the schedule.
+
+>>> letters = ScheduledIterableDataset(list("abcdefg"), np.arange(7), batch_size=2)
+>>> [list(batch) for batch in DataLoader(letters, batch_size=2, num_workers=2)]
+[['a', 'b'], ['c', 'd'], ['e', 'f'], ['g']]
 """
 
 

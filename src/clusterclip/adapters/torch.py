@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.adapters.ranks import check_share, rank_length
 from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
 from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
@@ -91,9 +92,13 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     rank, world_size : int
         This process's rank and the number of ranks (``0 <= rank < world_size``).
     drop_last : bool
-        True (default): every rank yields the same number of indices; the last
-        ``< world_size`` positions of the schedule are dropped so that ranks
-        stay in lockstep. False: ranks ``r < tail`` yield one more.
+        Every rank yields the same number of indices either way, so that ranks
+        stay in lockstep (a rank that stops one step early hangs the others'
+        next all-reduce). True (default): the last ``< world_size`` positions
+        of the schedule are dropped. False: the ranks short of a last index are
+        padded like ``torch.utils.data.DistributedSampler`` pads, by wrapping
+        around to the start of the schedule (global position ``total + i``
+        reads position ``i``), so those few documents are seen once more.
 
     See Also
     --------
@@ -104,14 +109,30 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     ----------
     consumed_samples : int
         Global positions consumed so far (``m * world_size`` after this rank
-        yielded ``m`` indices in this run, plus where it started).
+        yielded ``m`` indices in this run, plus where it started; at most
+        ``total_samples``, also after a padded last index).
     config : ScheduleConfig
+
+    Raises
+    ------
+    ClusterClipError
+        ``drop_last=True`` and a schedule shorter than ``world_size`` (every
+        rank would get none): raised by the constructor when the length is
+        known without a pass, else by ``len()`` or iteration. The message
+        names both sizes and the fix (fewer ranks, or ``drop_last=False``).
 
     Notes
     -----
     ``len(sampler)`` is the number of indices this rank will yield from the
-    current ``consumed_samples`` (for a token budget it needs one counting
-    pass over the schedule, O(T) time, O(N) memory, computed once).
+    current ``consumed_samples``: ``left // world_size`` with ``drop_last=True``,
+    ``ceil(left / world_size)`` with ``drop_last=False``, where ``left =
+    total_samples - consumed_samples`` (for a token budget it needs one
+    counting pass over the schedule, O(T) time, O(N) memory, computed once).
+
+    The order is consumed in the main process, also with DataLoader workers
+    (they only load the items), so resuming from ``steps * global_batch_size``
+    continues exactly where the interrupted run stopped, with any world size,
+    micro-batch size or number of workers.
 
     With a ``DataLoader`` the sampler runs ahead of training by the prefetched
     batches, so ``state_dict()`` taken mid-epoch over-counts. Either call
@@ -127,6 +148,11 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     ...                              rank=1, world_size=2)
     >>> len(sampler), len(list(sampler)), sampler.state_dict()["consumed_samples"]
     (4, 4, 8)
+    >>> padded = ClusterClipSampler(labels, num_samples=7, max_repeats=3, seed=0,
+    ...                             rank=1, world_size=2, drop_last=False)
+    >>> len(padded), list(padded)[-1] == next(iter(ClusterClipSampler(
+    ...     labels, num_samples=7, max_repeats=3, seed=0)))  # padded with position 0
+    (4, True)
     """
 
     def __init__(
@@ -161,6 +187,8 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         ).stream(labels, lengths)
         self.config: ScheduleConfig = self._stream.config
         self._total: int | None = None
+        if self.config.num_tokens is None:  # the length is known without a pass
+            self._check_share()
 
     def _place(self, rank: Any, world_size: Any, drop_last: bool) -> None:
         """Validate and set this rank's place (shared by both constructors)."""
@@ -202,7 +230,8 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         ClusterClipError
             No schedule; the labels in the work directory changed since the
             schedule was built; or ``schedule.npy`` does not match its sidecar.
-            The message names the command that rebuilds it.
+            The message names the command that rebuilds it. Also, as for the
+            constructor, a schedule shorter than ``world_size`` with ``drop_last=True``.
 
         Notes
         -----
@@ -239,6 +268,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         sampler._stream = _RecordedSchedule(indices)
         sampler.config = config
         sampler._total = int(indices.shape[0])
+        sampler._check_share()
         return sampler
 
     # -- sizes --------------------------------------------------------------
@@ -253,17 +283,20 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
                 self._total = sum(block.size for block in stream.blocks(0))
         return self._total
 
+    def _check_share(self) -> None:
+        check_share(self.total_samples, self.world_size, drop_last=self.drop_last)
+
     def __len__(self) -> int:
-        remaining = max(0, self.total_samples - self.consumed_samples)
-        count = remaining // self.world_size
-        if not self.drop_last and self.rank < remaining % self.world_size:
-            count += 1
-        return count
+        self._check_share()
+        left = self.total_samples - self.consumed_samples
+        return rank_length(left, self.world_size, drop_last=self.drop_last)
 
     # -- iteration ----------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
         world, rank = self.world_size, self.rank
         pending = np.zeros(0, dtype=np.int64)
+        # Blocks end wherever the source cuts them: carry the < world_size
+        # positions after the last full row of ranks over to the next block.
         for block in self._stream.blocks(self.consumed_samples):
             buffer = np.concatenate([pending, block]) if pending.size else block
             full = buffer.size - buffer.size % world
@@ -271,10 +304,28 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
             for index in buffer[rank:full:world].tolist():
                 self.consumed_samples += world  # before the yield: counts what was handed out
                 yield index
-        if not self.drop_last and pending.size:
-            self.consumed_samples += pending.size
-            if rank < pending.size:
-                yield int(pending[rank])
+        if not pending.size:
+            return
+        end = self.consumed_samples + pending.size  # the schedule's length
+        if self.drop_last:
+            check_share(end, world, drop_last=True)  # a world size that gets nothing: refuse
+            return
+        # Pad the last row of ranks from the start of the schedule (wrapping
+        # again if the schedule is shorter than the row).
+        head = self._head(world - pending.size)
+        row = np.concatenate([pending, np.resize(head, world - pending.size)])
+        self.consumed_samples = end
+        yield int(row[rank])
+
+    def _head(self, count: int) -> np.ndarray:
+        """The first ``min(count, total)`` documents of the schedule."""
+        parts, held = [], 0
+        for block in self._stream.blocks(0):
+            parts.append(block[: count - held])
+            held += parts[-1].size
+            if held >= count:
+                break
+        return np.concatenate(parts)
 
     # -- checkpointing ------------------------------------------------------
     def set_consumed_samples(self, consumed_samples: int) -> None:
