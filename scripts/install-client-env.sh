@@ -62,6 +62,8 @@ for line in requires("litdata") or []:
 EOF
 )
     "${pip[@]}" "${requirements[@]}" -e ".[io]"
+    echo "install-client-env.sh: torchvision is left out of $venv on purpose (pip says it is" \
+      "missing): litdata uses it only for images and video"
     ;;
 esac
 touch "$venv/.installed"
