@@ -5,8 +5,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= all,test
+# Trainer-side data libraries tested in their own environments (.venvs/NAME): their pins
+# clash with .venv (mosaicml-streaming needs numpy<2.2 and transformers<5).
+CLIENTS ?= streaming litdata
 
-.PHONY: demo test install lint format bench clean
+.PHONY: demo test install client-envs lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +21,16 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml scripts/install.sh
 
 install: $(VENV)/.installed
 
+# Rebuilt when the script changes; after changing clusterclip[io] itself, `rm -rf .venvs`.
+.venvs/%/.installed: scripts/install-client-env.sh
+	bash scripts/install-client-env.sh $* $(PYTHON)
+
+client-envs: $(CLIENTS:%=.venvs/%/.installed)
+
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/clusterclip demo
 
-test: install
+test: install client-envs
 	bash scripts/install-test-corpora.sh $(BIN)/python
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
@@ -34,4 +43,7 @@ format: install
 	$(BIN)/ruff check --fix src tests benchmarks
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venvs build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+
+# The MDS and LitData examples run in their client environments.
+examples: client-envs

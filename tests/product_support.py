@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
 from importlib import resources
 from pathlib import Path
 
@@ -271,3 +273,50 @@ def run_small_workdir(root: Path, *, n_lines: int = 300, n_clusters: int = 5) ->
     if code != 0:
         raise RuntimeError(f"clusterclip run exited with {code}")
     return {"root": root, "workdir": root / "work", "corpus": corpus, "records": records}
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def client_python(client: str) -> Path:
+    """The interpreter of a trainer-side library's own environment, ``.venvs/CLIENT``.
+
+    ``make test`` builds it (``scripts/install-client-env.sh CLIENT``). When it
+    is missing the test is skipped with the command that builds it, except under
+    ``CI=true``, where a missing environment is a failure: CI runs ``make test``,
+    so a skip there would hide a broken install step.
+    """
+    import pytest
+
+    venv = REPO / ".venvs" / client
+    python = venv / "bin" / "python"
+    if python.exists() and (venv / ".installed").exists():
+        return python
+    message = (
+        f".venvs/{client} is not built. Build it with `bash scripts/install-client-env.sh "
+        f"{client}` (make test does)."
+    )
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def run_client_check(client: str, module: str, root: Path, *, timeout: float = 900) -> str:
+    """Run ``python -m module root`` in the client's environment; return its output or fail."""
+    import pytest
+
+    python = client_python(client)
+    env = {**os.environ, "CLUSTERCLIP_PROGRESS": "0", "PYTHONWARNINGS": "ignore::UserWarning"}
+    env.pop("PYTHONPATH", None)  # the client environment has clusterclip installed (editable)
+    result = subprocess.run(
+        [str(python), "-m", module, str(root)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        pytest.fail(f"{module} in .venvs/{client} exited {result.returncode}:\n{output[-6000:]}")
+    return output
