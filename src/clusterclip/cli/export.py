@@ -61,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ClusterClipError(f"--out {args.out} is a file; pass a folder (created if missing).")
     summary = FORMATS[args.format](args.workdir, args.out, args.shard_size)
     if isinstance(summary, dict):
         details = ", ".join(f"{key} {value}" for key, value in summary.items() if key != "out")
