@@ -349,7 +349,7 @@ def _no_usable_document(sources: list[str], stream: Any, rejects: Path | None = 
         )
     worst = max((s for s in stream.counts if s != "ok"), key=stream.counts.__getitem__)
     fix = {
-        "missing_field": f"Pass {spell('text_field')} NAME to read the text from field NAME.",
+        "missing_field": f"Name the field that holds the text with {spell('text_field')}.",
         "malformed": "Each line must be one JSON object in UTF-8 (JSON Lines).",
         "not_text": f"Pass {spell('text_field')} NAME if another field holds the text.",
         "empty": "Every text is empty or blank.",

@@ -347,10 +347,11 @@ class RecordStream(Iterator[Record]):
         field = next((name for name in fields if name in raw), None)
         if field is None:
             names = " or ".join(f"`{name}`" for name in fields)
+            present = ", ".join(list(raw)[:8]) + (", ..." if len(raw) > 8 else "")
             fix = "" if self.text_field else "; pass --text-field to name the text field"
             return Record(
                 self._index, source, line, raw, None, record_id, "missing_field",
-                f"no {names} field{fix}",
+                f"no {names} field (it has: {present or 'no fields'}){fix}",
             )  # fmt: skip
         value = raw[field]
         if isinstance(value, bytes):
