@@ -71,7 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with spelled_as_flags(flag_map(args._flags)):
-            return int(args._run(args) or 0)
+            status = int(args._run(args) or 0)
+        sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
+        return status
     except BrokenPipeError:
         # `clusterclip run ... | head`: the reader left. Stop quietly, as a process killed
         # by SIGPIPE does (status 128 + 13), so `set -o pipefail` sees the command did not
