@@ -14,6 +14,7 @@ import gzip
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -271,3 +272,22 @@ def run_small_workdir(root: Path, *, n_lines: int = 300, n_clusters: int = 5) ->
     if code != 0:
         raise RuntimeError(f"clusterclip run exited with {code}")
     return {"root": root, "workdir": root / "work", "corpus": corpus, "records": records}
+
+
+def require_module(name: str) -> Any:
+    """Import an optional dependency of a test: skip without it, fail under ``CI=true``.
+
+    In CI every extra is installed, so a missing one is a broken environment, not
+    a reason to pass with the test silently skipped.
+    """
+    import importlib
+    import os
+
+    import pytest
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{name} is not installed, but CI=true requires every extra ({error})")
+        pytest.skip(f"{name} is not installed")

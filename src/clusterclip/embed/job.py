@@ -344,8 +344,9 @@ def _no_usable_document(sources: list[str], stream: Any, rejects: Path | None = 
     shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
     if not stream.counts:
         blank = f" ({stream.blank_lines:,} blank lines)" if stream.blank_lines else ""
+        verb = "holds" if len(sources) == 1 else "hold"
         return ClusterClipError(
-            f"no usable document: {shown} hold no records{blank}. Check the files."
+            f"no usable document: {shown} {verb} no records{blank}. Check the files."
         )
     worst = max((s for s in stream.counts if s != "ok"), key=stream.counts.__getitem__)
     fix = {

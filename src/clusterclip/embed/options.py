@@ -74,6 +74,9 @@ class EmbedOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        for name, default in (("text_field", "`content`, else `text`"), ("id_field", "`id`")):
+            if getattr(self, name) == "":
+                raise invalid(name, "a non-empty field name", "", f"Leave it out to use {default}.")
         if not _DEVICE.fullmatch(self.device):
             raise invalid(
                 "device",
