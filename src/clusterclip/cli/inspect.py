@@ -22,25 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workdir", required=True, help="work directory with a completed cluster stage"
     )
-    # dests are inspect_clusters' keywords, so that its errors name these flags
     parser.add_argument(
         "--cluster",
-        dest="clusters",
         type=int,
         action="append",
         default=None,
         metavar="K",
         help="cluster id (repeatable; default all)",
     )
+    parser.add_argument("--top", type=int, default=10, help="keywords per cluster (default 10)")
     parser.add_argument(
-        "--top", dest="n_keywords", type=int, default=10, help="keywords per cluster (default 10)"
-    )
-    parser.add_argument(
-        "--examples",
-        dest="n_examples",
-        type=int,
-        default=3,
-        help="nearest documents per cluster (default 3)",
+        "--examples", type=int, default=3, help="nearest documents per cluster (default 3)"
     )
     parser.add_argument(
         "--width", type=int, default=160, help="characters of each example shown (default 160)"
@@ -55,10 +47,14 @@ def _shorten(text: str, width: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.describe.inspect import inspect_clusters
+    from clusterclip.errors import spelled_as_flags
 
-    report = inspect_clusters(
-        args.workdir, clusters=args.clusters, n_keywords=args.n_keywords, n_examples=args.n_examples
-    )
+    # inspect_clusters' keywords as this command spells them, for its error messages
+    flags = {"clusters": "--cluster", "n_keywords": "--top", "n_examples": "--examples"}
+    with spelled_as_flags(flags):
+        report = inspect_clusters(
+            args.workdir, clusters=args.cluster, n_keywords=args.top, n_examples=args.examples
+        )
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
