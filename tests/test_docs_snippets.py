@@ -13,7 +13,7 @@ and is reported as skipped with that reason (keep such marks rare).
 Commands: every ``clusterclip <command> ...`` line of the other fenced blocks
 (and of each sub-command's ``--help`` examples) is parsed by the real argument
 parser and its option values are validated by the stages' option classes,
-without running anything.
+without running anything. Every ```toml block is loaded as a run configuration.
 """
 
 from __future__ import annotations
@@ -215,3 +215,18 @@ def test_documented_command_parses(where, line, capsys):
         values = section_values(args, section)
         if values:
             options(**values)
+
+
+TOML = [block for block in BLOCKS if block.language == "toml"]
+
+
+@pytest.mark.parametrize("block", TOML, ids=[block.name for block in TOML])
+def test_documented_config_file_is_a_valid_run_config(block):
+    """A ```toml block is a config file: every key known, every value valid."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        tomllib = require_module("tomli")
+    from clusterclip.config import config_from_mapping
+
+    config_from_mapping(tomllib.loads(block.code), where=f" in {block.name}")

@@ -197,7 +197,14 @@ def check_fields(instance: Any) -> None:
             object.__setattr__(instance, field.name, normalised)
 
 
-def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where: str = "") -> Any:
+def from_mapping(
+    cls: Any,
+    data: Mapping[str, Any],
+    *,
+    section: str = "",
+    where: str = "",
+    hidden: Iterable[str] = (),
+) -> Any:
     """Build ``cls`` from a TOML table, refusing unknown keys (and naming the valid ones).
 
     Parameters
@@ -206,6 +213,8 @@ def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where:
         The table's name, shown in errors (``[schedule]``).
     where : str
         Where the table came from, shown in errors (``" in run.toml"``).
+    hidden : iterable of str
+        Fields set elsewhere (the run-wide ``seed``): not listed as valid keys.
 
     >>> import dataclasses
     >>> @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -214,7 +223,7 @@ def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where:
     >>> from_mapping(Demo, {"n_iter": 5}).n_iter
     5
     """
-    known = [f.name for f in _fields(cls)]
+    known = [f.name for f in _fields(cls) if f.name not in set(hidden)]
     scope = f"[{section}]" if section else "the top level"
     for key in data:
         if key not in known:
