@@ -12,7 +12,6 @@ numpy and the standard library only (the schedule core imports nothing heavy).
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -85,8 +84,9 @@ def expected_draws(
         return None
     labels = np.asarray(labels)
     usable = np.asarray(lengths)[labels >= 0]
-    mean = float(usable.mean()) if usable.size else 0.0
-    return math.ceil(num_tokens / mean) if mean > 0 else None
+    total = int(usable.sum(dtype=np.int64))
+    # num_tokens / mean length, in exact integers (budgets may exceed a float's precision)
+    return -(-int(num_tokens) * int(usable.size) // total) if total > 0 else None
 
 
 def check_fits(n_draws: int | None, *, estimated: bool = False) -> None:
