@@ -404,3 +404,15 @@ def test_inspect_errors_name_its_flags(embedded, capsys):
     refused(code, err, "`--top` must be an int in [0, inf); got -3", "--top 10")
     code, _, err = call(capsys, "inspect", "--workdir", work, "--cluster", "99")
     refused(code, err, "`--cluster` must be cluster ids in [0, 2]; got [99]")
+
+
+def test_demo_checks_its_options_before_writing(tmp_path, capsys):
+    code, _, err = call(capsys, "demo", "--sample", "0", "--workdir", str(tmp_path / "d"))
+    refused(code, err, "`--sample` must be an int in [1, 31102]; got 0", "--sample all")
+    (tmp_path / "taken").write_text("a file")
+    code, _, err = call(capsys, "demo", "--workdir", str(tmp_path / "taken"))
+    refused(code, err, "`--workdir` must be a directory", "It is a file")
+    code, _, err = call(capsys, "demo", "--workdir", str(tmp_path / "d"), "--num-samples", HUGE,
+                        "--max-repeats", "none")  # fmt: skip
+    refused(code, err, "draws needs")  # a budget flag replaces the demo's 1.5 epochs
+    assert not (tmp_path / "d").exists()
