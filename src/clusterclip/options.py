@@ -40,7 +40,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterclip.errors import ClusterClipError, invalid, none_word
+from clusterclip.errors import ClusterClipError, invalid, none_word, spelled_as_flags
 
 __all__ = [
     "add_flags",
@@ -232,7 +232,8 @@ def from_mapping(
                 f"unknown option `{shown}`{where}. Valid keys in {scope}: {', '.join(known)}."
             )
     try:
-        return cls(**dict(data))
+        with spelled_as_flags({}):  # a file's values are named by their keys, not by flags
+            return cls(**dict(data))
     except ClusterClipError as error:
         raise ClusterClipError(f"{scope}{where}: {error}") from error
 

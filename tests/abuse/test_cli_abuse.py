@@ -416,3 +416,30 @@ def test_demo_checks_its_options_before_writing(tmp_path, capsys):
                         "--max-repeats", "none")  # fmt: skip
     refused(code, err, "draws needs")  # a budget flag replaces the demo's 1.5 epochs
     assert not (tmp_path / "d").exists()
+
+
+def test_config_file_errors_name_the_key_and_the_file(tmp_path, capsys):
+    config = tmp_path / "run.toml"
+    for text, needles in (
+        (
+            '[cluster]\nn_clusters = "abc"\n',
+            ["[cluster] in ", "run.toml: `n_clusters` must be an int"],
+        ),
+        ("[schedule]\nepochs = -1\n", ["[schedule] in ", "`epochs` must be a number in (0, inf)"]),
+        ("[schedule]\nmax_repeat = 3\n", ["unknown option `schedule.max_repeat`", "max_repeats"]),
+        ("[schedule\n", ["run.toml: not valid TOML"]),
+    ):
+        config.write_text(text)
+        code, _, err = call(capsys, "run", "--config", str(config))
+        refused(code, err, *needles)
+        assert "--n-clusters" not in err and "--epochs" not in err  # keys of a file, not flags
+    code, _, err = call(capsys, "run", "--config", str(tmp_path / "missing.toml"))
+    refused(code, err, "`--config` must be an existing TOML file")
+
+
+@pytest.mark.slow
+def test_report_into_a_file(embedded, tmp_path, capsys):
+    (tmp_path / "taken").write_text("a file")
+    code, _, err = call(capsys, "report", "--workdir", str(embedded["work"]), "--out-dir",
+                        str(tmp_path / "taken"))  # fmt: skip
+    refused(code, err, "--out-dir", "is a file")
