@@ -16,6 +16,7 @@ import os
 import subprocess
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -320,3 +321,22 @@ def run_client_check(client: str, module: str, root: Path, *, timeout: float = 9
     if result.returncode != 0:
         pytest.fail(f"{module} in .venvs/{client} exited {result.returncode}:\n{output[-6000:]}")
     return output
+
+
+def require_module(name: str) -> Any:
+    """Import an optional dependency of a test: skip without it, fail under ``CI=true``.
+
+    In CI every extra is installed, so a missing one is a broken environment, not
+    a reason to pass with the test silently skipped.
+    """
+    import importlib
+    import os
+
+    import pytest
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{name} is not installed, but CI=true requires every extra ({error})")
+        pytest.skip(f"{name} is not installed")

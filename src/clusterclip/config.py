@@ -179,7 +179,8 @@ def config_from_mapping(data: dict[str, Any], *, where: str = "") -> RunConfig:
                 f"unknown option `{section}.seed`{where}: the seed is set once, at the top "
                 "level (`seed = 0`), for every stage."
             )
-        sections[section] = from_mapping(cls, table, section=section, where=where)
+        hidden = ("seed",) if section in SEEDED else ()
+        sections[section] = from_mapping(cls, table, section=section, where=where, hidden=hidden)
     return RunConfig(**_top_level(plain, where), **sections)
 
 

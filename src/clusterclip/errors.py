@@ -18,6 +18,7 @@ __all__ = [
     "MissingDependencyError",
     "hint",
     "invalid",
+    "none_word",
     "require_extra",
     "spell",
     "spelled_as_flags",
@@ -61,6 +62,11 @@ def spell(name: str) -> str:
     """``name`` as the user typed it: its flag under the CLI, else the keyword."""
     flags = _FLAGS.get()
     return flags.get(name, name) if flags else name
+
+
+def none_word() -> str:
+    """How the user writes "no value": ``none`` on the command line, ``None`` in Python."""
+    return "none" if _FLAGS.get() else "None"
 
 
 def hint(name: str, value: Any) -> str:

@@ -20,6 +20,7 @@ Field metadata
               mean None), ``list_float`` (TOML only); default ``str``
 ``choices``   allowed values
 ``minimum``   smallest allowed number
+``above``     the number must be greater than this (an open bound, e.g. ``epochs > 0``)
 ``flag``      the flag when it is not ``--`` + the name with dashes
 ``cli``       False: TOML / Python only
 
@@ -39,7 +40,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.errors import ClusterClipError, invalid, none_word, spelled_as_flags
 
 __all__ = [
     "add_flags",
@@ -62,11 +63,13 @@ def option(
     kind: str = "str",
     choices: tuple[Any, ...] | None = None,
     minimum: float | None = None,
+    above: float | None = None,
     flag: str | None = None,
     cli: bool = True,
 ) -> Any:
     """A dataclass field that declares one setting (see the module docstring)."""
     metadata = {"help": help, "kind": kind, "choices": choices, "minimum": minimum}
+    metadata["above"] = above
     metadata.update({"flag": flag, "cli": cli})
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
@@ -118,15 +121,19 @@ def parse_repeats(text: str) -> int | None:
 def _rule(field: dataclasses.Field) -> str:
     kind = field.metadata.get("kind", "str")
     minimum = field.metadata.get("minimum")
-    if kind in ("int", "int_or_none", "float") and minimum is not None:
-        low = int(minimum) if kind != "float" else minimum
-        text = f"{'an int' if kind != 'float' else 'a number'} in [{low}, inf)"
-        return text + (" or None" if kind == "int_or_none" else "")
+    above = field.metadata.get("above")
+    unbounded = f" or {none_word()} (no limit)" if kind == "int_or_none" else ""
+    if kind in ("int", "int_or_none", "float") and (minimum is not None or above is not None):
+        low = minimum if above is None else above
+        low = int(low) if kind != "float" else low
+        bracket = "[" if above is None else "("
+        text = f"{'an int' if kind != 'float' else 'a number'} in {bracket}{low}, inf)"
+        return text + unbounded
     return {
         "str": "a string",
         "int": "an int",
-        "int_or_none": "an int or None",
-        "float": "a number",
+        "int_or_none": "an int" + unbounded,
+        "float": "a finite number",
         "bool": "true or false",
         "list_float": "a list of numbers",
     }[kind]
@@ -152,6 +159,9 @@ def _check_one(field: dataclasses.Field, value: Any) -> Any:
     minimum = field.metadata.get("minimum")
     if ok and minimum is not None and kind in ("int", "int_or_none", "float"):
         ok = value >= minimum
+    above = field.metadata.get("above")
+    if ok and above is not None and kind in ("int", "int_or_none", "float"):
+        ok = value > above
     if not ok:
         default = _default(field)
         fix = None if default is None else f"Default: {_shown(default)}."
@@ -187,7 +197,14 @@ def check_fields(instance: Any) -> None:
             object.__setattr__(instance, field.name, normalised)
 
 
-def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where: str = "") -> Any:
+def from_mapping(
+    cls: Any,
+    data: Mapping[str, Any],
+    *,
+    section: str = "",
+    where: str = "",
+    hidden: Iterable[str] = (),
+) -> Any:
     """Build ``cls`` from a TOML table, refusing unknown keys (and naming the valid ones).
 
     Parameters
@@ -196,6 +213,8 @@ def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where:
         The table's name, shown in errors (``[schedule]``).
     where : str
         Where the table came from, shown in errors (``" in run.toml"``).
+    hidden : iterable of str
+        Fields set elsewhere (the run-wide ``seed``): not listed as valid keys.
 
     >>> import dataclasses
     >>> @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -204,7 +223,7 @@ def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where:
     >>> from_mapping(Demo, {"n_iter": 5}).n_iter
     5
     """
-    known = [f.name for f in _fields(cls)]
+    known = [f.name for f in _fields(cls) if f.name not in set(hidden)]
     scope = f"[{section}]" if section else "the top level"
     for key in data:
         if key not in known:
@@ -213,7 +232,8 @@ def from_mapping(cls: Any, data: Mapping[str, Any], *, section: str = "", where:
                 f"unknown option `{shown}`{where}. Valid keys in {scope}: {', '.join(known)}."
             )
     try:
-        return cls(**dict(data))
+        with spelled_as_flags({}):  # a file's values are named by their keys, not by flags
+            return cls(**dict(data))
     except ClusterClipError as error:
         raise ClusterClipError(f"{scope}{where}: {error}") from error
 

@@ -79,6 +79,10 @@ def resolve_config(
         raise invalid(
             "workdir", "a directory path", config.workdir, "Pass --workdir W (created if missing)."
         )
+    if os.path.exists(config.workdir) and not os.path.isdir(config.workdir):
+        raise invalid(
+            "workdir", "a directory (created if missing)", config.workdir, "It is a file."
+        )
     if config.cluster.n_clusters is None:
         raise invalid(
             "n_clusters",
@@ -86,7 +90,23 @@ def resolve_config(
             None,
             f"Pass {hint('n_clusters', 100)} (a few hundred documents per cluster is typical).",
         )
+    _check_budget_fits(config.schedule)
     return config, source
+
+
+def _check_budget_fits(options: ScheduleOptions) -> None:
+    """Refuse now a document budget whose schedule cannot fit in memory.
+
+    Only when its length is sure to be the budget: a repetition cap with
+    ``on_exhausted="stop"`` may end the schedule sooner (known once the
+    corpus is clustered; the schedule stage checks again then).
+    """
+    from clusterclip.schedule.memory_check import check_fits
+    from clusterclip.schedule.policy import POLICIES
+
+    capped = POLICIES[options.policy].effective_max_repeats(options.max_repeats) is not None
+    if options.num_samples is not None and not (capped and options.on_exhausted == "stop"):
+        check_fits(options.num_samples)
 
 
 def run(

@@ -6,7 +6,11 @@ artifacts it writes, and two methods:
 - ``inputs(work, options) -> {key: fingerprint}``: what it consumes, e.g.
   ``{"embed.embeddings": "3f2a..."}`` or one entry per corpus file;
 - ``run(work, options, resume=bool) -> StageOutput``: do the work, write the
-  artifacts atomically, return their fingerprints and a summary.
+  artifacts atomically, return their fingerprints and a summary;
+- optionally ``check(work, options)``: refuse, before anything is written or
+  recorded, settings that only the inputs show to be impossible (e.g. a
+  schedule too large for the memory), so a refused command leaves the work
+  directory as it was.
 
 :func:`run_stage` is the only code that decides whether a stage runs. A stage
 is **fresh** (skipped) only when its manifest entry is complete, its whole
@@ -201,6 +205,11 @@ def run_stage(
         _say(log, outcome)
         return outcome
     resume = action == "resume"
+    if work.path.exists() and not work.path.is_dir():
+        raise ClusterClipError(f"work directory {work.path} is a file. Pass a directory path.")
+    check = getattr(stage, "check", None)
+    if check is not None:
+        check(work, options)
     work.path.mkdir(parents=True, exist_ok=True)
     work.record(stage.name, {"config": config, "inputs": inputs, "complete": False})
     began = time.perf_counter()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file
 from clusterclip.progress import progress_bar
 
@@ -90,7 +90,9 @@ def export_ordered_jsonl(
     [PosixPath('ordered/part-00000.jsonl'), PosixPath('ordered/part-00001.jsonl')]
     """
     if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
-        raise invalid("shard_size", "an int in [1, inf)", shard_size, "Pass shard_size=100000.")
+        raise invalid(
+            "shard_size", "an int in [1, inf)", shard_size, f"Pass {hint('shard_size', 100_000)}."
+        )
     work, out = WorkDir(workdir), Path(out)
     schedule = work.schedule()
     indices = schedule.indices

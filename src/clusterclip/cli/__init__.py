@@ -71,17 +71,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with spelled_as_flags(flag_map(args._flags)):
-            return int(args._run(args) or 0)
-    except BrokenPipeError:  # e.g. `clusterclip inspect ... | head`: the reader left
+            status = int(args._run(args) or 0)
+        sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
+        return status
+    except BrokenPipeError:
+        # `clusterclip run ... | head`: the reader left. Stop quietly, as a process killed
+        # by SIGPIPE does (status 128 + 13), so `set -o pipefail` sees the command did not
+        # finish; stdout goes to /dev/null so that Python's final flush cannot complain.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return 141
     except ClusterClipError as error:
         print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"clusterclip {args.command}: interrupted; rerun to resume.", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(
+            f"clusterclip {args.command}: error: out of memory. Use a smaller budget, "
+            "corpus or batch size, or a machine with more memory.",
+            file=sys.stderr,
+        )
+        return 1
+    except OSError as error:  # the file system refused: no space, no permission, ...
+        where = f": {error.filename}" if error.filename else ""
+        print(
+            f"clusterclip {args.command}: error: {error.strerror or error}{where}",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,7 +33,10 @@ N_VERSES = 31_102
 DEFAULT_SAMPLE = 10_000
 #: With 10,000 verses: 100 clusters of 12..255 verses; 1.5 epochs with at most 2
 #: repeats clips about a third of the clusters, so the report shows the clip at work.
-DEMO_DEFAULTS = {"cluster__n_clusters": 100, "schedule__max_repeats": 2, "schedule__epochs": 1.5}
+#: (The budget is applied in `run` only when no budget flag is given, so that
+#: `--num-samples N` replaces it instead of conflicting with it.)
+DEMO_DEFAULTS = {"cluster__n_clusters": 100, "schedule__max_repeats": 2}
+DEMO_EPOCHS = 1.5
 
 
 def _sample(text: str) -> int | None:
@@ -81,17 +84,23 @@ def corpus_path() -> Any:
     return resources.as_file(resources.files("clusterclip.data") / CORPUS)
 
 
-def write_sample(source: Path, target: Path, n: int) -> Path:
-    """Write ``n`` verses spread evenly over the corpus (same file -> untouched)."""
-    import gzip
-
+def check_sample(n: int) -> None:
+    """Refuse a sample size outside the bundled corpus."""
     from clusterclip.errors import invalid
-    from clusterclip.io import atomic_write_bytes
 
     if not 1 <= n <= N_VERSES:
         raise invalid(
             "sample", f"an int in [1, {N_VERSES}]", n, "Pass --sample all for every verse."
         )
+
+
+def write_sample(source: Path, target: Path, n: int) -> Path:
+    """Write ``n`` verses spread evenly over the corpus (same file -> untouched)."""
+    import gzip
+
+    from clusterclip.io import atomic_write_bytes
+
+    check_sample(n)
     with gzip.open(source, "rb") as handle:
         lines = handle.read().splitlines(keepends=True)
     keep = {int(i * len(lines) / n) for i in range(n)}
@@ -106,20 +115,29 @@ def run(args: argparse.Namespace) -> int:
 
     from clusterclip.cli.run import overrides_from_args, print_summary
     from clusterclip.config import RunConfig, apply_overrides
+    from clusterclip.pipeline import resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
-    config = apply_overrides(RunConfig(), overrides_from_args(args))
+    overrides = overrides_from_args(args)
+    if not {"num_samples", "num_tokens", "epochs"} & set(overrides["schedule"]):
+        overrides["schedule"]["epochs"] = DEMO_EPOCHS
+    config = apply_overrides(RunConfig(), overrides)
     if config.embed.text_field is None:
         config = dataclasses.replace(
             config, embed=dataclasses.replace(config.embed, text_field="text", id_field="id")
         )
     workdir = Path(args.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    if args.sample is not None:
+        check_sample(args.sample)
     began = time.perf_counter()
     with corpus_path() as bundled:
         source = Path(bundled)
         if args.sample is not None:
-            source = write_sample(source, workdir / f"kjv-sample-{args.sample}.jsonl", args.sample)
+            source = workdir / f"kjv-sample-{args.sample}.jsonl"
+        config, _ = resolve_config(config, [str(source)], workdir)  # checked before any work
+        if args.sample is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+            source = write_sample(Path(bundled), source, args.sample)
         print(
             f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
             f"{config.cluster.n_clusters} clusters, work directory {workdir}",

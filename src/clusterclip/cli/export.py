@@ -93,10 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     topology = {name: getattr(args, name) for name in TOPOLOGY if getattr(args, name) is not None}
     if topology and args.format != "litdata":
         flags = ", ".join("--" + name.replace("_", "-") for name in topology)
         raise ClusterClipError(f"{flags} apply only to --format litdata. Drop them.")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ClusterClipError(f"--out {args.out} is a file; pass a folder (created if missing).")
     summary = FORMATS[args.format](args.workdir, args.out, args.shard_size, **topology)
     if isinstance(summary, dict):
         details = ", ".join(

@@ -47,10 +47,14 @@ def _shorten(text: str, width: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.describe.inspect import inspect_clusters
+    from clusterclip.errors import spelled_as_flags
 
-    report = inspect_clusters(
-        args.workdir, clusters=args.cluster, n_keywords=args.top, n_examples=args.examples
-    )
+    # inspect_clusters' keywords as this command spells them, for its error messages
+    flags = {"clusters": "--cluster", "n_keywords": "--top", "n_examples": "--examples"}
+    with spelled_as_flags(flags):
+        report = inspect_clusters(
+            args.workdir, clusters=args.cluster, n_keywords=args.top, n_examples=args.examples
+        )
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0

@@ -61,8 +61,11 @@ def print_report_summary(path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.cli.flags import section_values
+    from clusterclip.errors import ClusterClipError
     from clusterclip.report import build_report
 
+    if args.out_dir is not None and Path(args.out_dir).is_file():
+        raise ClusterClipError(f"--out-dir {args.out_dir} is a file; pass a folder.")
     path = build_report(args.workdir, out_dir=args.out_dir, **section_values(args, "report"))
     print_report_summary(path)
     return 0

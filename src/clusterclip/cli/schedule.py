@@ -62,11 +62,22 @@ def _read_column(path: Path, column: str, what: str) -> Any:
     if not path.exists():
         raise ClusterClipError(f"{path}: no such file (--{what}).")
     if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
+        with open(path, "rb") as handle:
+            if handle.read(6) != b"\x93NUMPY":
+                raise ClusterClipError(
+                    f"{path} is not an .npy file (save the array with numpy.save)."
+                )
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:  # not an .npy file, or one holding objects
+            raise ClusterClipError(f"{path} is not a readable .npy array ({error}).") from error
     if path.suffix != ".parquet":
         raise ClusterClipError(f"{path}: --{what} must be a .npy or .parquet file.")
     parquet = require_extra("pyarrow.parquet", "io")
-    names = parquet.read_schema(path).names
+    try:
+        names = parquet.read_schema(path).names
+    except Exception as error:  # pyarrow raises several types for a bad file
+        raise ClusterClipError(f"{path} is not a readable parquet file ({error}).") from error
     if column not in names:
         raise ClusterClipError(
             f"{path}: no column {column!r} (columns: {', '.join(names)}). "

@@ -374,6 +374,8 @@ class KMeans:
         self._validate()
         n, _ = _check_matrix(X)
         k = int(self.n_clusters)
+        if n == 0:
+            raise invalid("X", "a matrix with at least one row", "0 rows", "Pass the embeddings.")
         if k > n:
             raise invalid(
                 "n_clusters",

@@ -239,6 +239,13 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             "--overwrite`."
         )
     usable = np.flatnonzero(ok)
+    if not len(usable):  # no range of K would help: account for the records instead
+        counts = ", ".join(f"{n:,} {status}" for status, n in work.status_counts().items() if n)
+        raise ClusterClipError(
+            f"no usable document in {work.path}: none of its {len(ok):,} records is ok "
+            f"({counts}). Every record and its reason is in {work.path_of('rejects')}; fix the "
+            "corpus (or name its text field) and embed it again."
+        )
     if options.n_clusters > len(usable):
         raise invalid(
             "n_clusters",

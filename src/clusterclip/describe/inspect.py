@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.describe.keywords import KeywordCounter
-from clusterclip.errors import invalid
+from clusterclip.errors import hint, invalid
 from clusterclip.io import WorkDir
 
 __all__ = ["inspect_clusters", "nearest_documents"]
@@ -74,8 +74,8 @@ def inspect_clusters(
     >>> report[0]["keywords"]  # doctest: +SKIP
     ['election', 'labour', 'blair', 'party', 'tory']
     """
-    n_keywords = _check_count("n_keywords", n_keywords, "Pass e.g. n_keywords=10.")
-    n_examples = _check_count("n_examples", n_examples, "Pass e.g. n_examples=3.")
+    n_keywords = _check_count("n_keywords", n_keywords, f"Pass e.g. {hint('n_keywords', 10)}.")
+    n_examples = _check_count("n_examples", n_examples, f"Pass e.g. {hint('n_examples', 3)}.")
     work = WorkDir(workdir)
     labels, scores = work.labels(), work.scores()
     n_clusters = work.n_clusters()

@@ -47,11 +47,12 @@ from clusterclip.embed.index import IndexRows, write_documents, write_fragment
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.worker import EmbedWorker
 from clusterclip.engines import map_shards, resolve_options
-from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.errors import ClusterClipError, hint, require_extra, spell
 from clusterclip.io import WorkDir, atomic_path, fingerprint_file, versions
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
+    describe_statuses,
     expand_inputs,
     fingerprint_input,
     is_hf_dataset,
@@ -280,7 +281,7 @@ def _run_embed(
     for directory in (plan.state, plan.parts):  # temp files of a killed run
         for stale in directory.glob(".*.tmp") if directory.is_dir() else ():
             stale.unlink(missing_ok=True)
-    local = _prepare_encoder(work, options, spec, stage.source)
+    local = _prepare_encoder(work, options, spec, stage)
     stream = iter_records(
         stage.source, text_field=options.text_field, id_field=options.id_field,
         strict=options.strict,
@@ -288,7 +289,7 @@ def _run_embed(
     stats = _embed_shards(plan, stream, spec, stage, local.dim)
     n_documents = sum(stream.counts.values())
     if n_documents == 0:
-        raise ClusterClipError(f"inputs {stage.sources} hold no records. Check the files.")
+        raise _no_usable_document(stage.sources, stream)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -333,23 +334,56 @@ def _run_embed(
         ),
     }  # fmt: skip
     shutil.rmtree(plan.state, ignore_errors=True)
+    if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
+        raise _no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
 
 
-def _prepare_encoder(work: WorkDir, options: EmbedOptions, spec: EncoderSpec, source: Any) -> Any:
+def _no_usable_document(sources: list[str], stream: Any, rejects: Path | None = None) -> Exception:
+    """The error for a corpus without one usable document, accounting for every record."""
+    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    if not stream.counts:
+        blank = f" ({stream.blank_lines:,} blank lines)" if stream.blank_lines else ""
+        verb = "holds" if len(sources) == 1 else "hold"
+        return ClusterClipError(
+            f"no usable document: {shown} {verb} no records{blank}. Check the files."
+        )
+    worst = max((s for s in stream.counts if s != "ok"), key=stream.counts.__getitem__)
+    fix = {
+        "missing_field": f"Name the field that holds the text with {spell('text_field')}.",
+        "malformed": "Each line must be one JSON object in UTF-8 (JSON Lines).",
+        "not_text": f"Pass {spell('text_field')} NAME if another field holds the text.",
+        "empty": "Every text is empty or blank.",
+    }[worst]
+    listed = f" Every record and its reason is in {rejects}." if rejects else ""
+    return ClusterClipError(
+        f"no usable document in {shown}: {describe_statuses(stream.counts, stream.examples)}. "
+        f"{fix}{listed}"
+    )
+
+
+def _prepare_encoder(
+    work: WorkDir, options: EmbedOptions, spec: EncoderSpec, stage: EmbedStage
+) -> Any:
     """Distil / fit the encoder once, on the driver; return a local instance."""
     if options.encoder == "static":
         ensure_static_model(spec)
     if options.encoder == "tfidf" and not work.exists("tfidf"):
         stream = iter_records(
-            source, text_field=options.text_field, id_field=options.id_field,
+            stage.source, text_field=options.text_field, id_field=options.id_field,
             strict=options.strict,
         )  # fmt: skip
         texts = ((r.index, r.text) for r in stream if r.status == "ok")
-        fit_tfidf(
-            sample_for_fit(texts, size=TFIDF_SAMPLE, seed=options.seed),
-            path=work.path_of("tfidf"), seed=options.seed,
-        )  # fmt: skip
+        sample = sample_for_fit(texts, size=TFIDF_SAMPLE, seed=options.seed)
+        if not stream.counts.get("ok"):
+            raise _no_usable_document(stage.sources, stream)
+        if len(sample) < 3:
+            raise ClusterClipError(
+                f"the tfidf encoder needs at least 3 documents with text to fit on; the inputs "
+                f"hold {describe_statuses(stream.counts, stream.examples)}. Add documents, or "
+                f"use another encoder ({hint('encoder', 'static')})."
+            )
+        fit_tfidf(sample, path=work.path_of("tfidf"), seed=options.seed)
     return get_encoder(spec)
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from clusterclip.errors import hint, invalid
 from clusterclip.options import check_fields, option
 
 __all__ = ["ENCODERS", "EmbedOptions"]
 
 ENCODERS = ("sentence-transformers", "static", "tfidf")
+#: Device names torch understands (checked before any stage runs, whatever the encoder).
+_DEVICE = re.compile(r"auto|cpu|mps|(cuda|xpu|npu|hpu|mlu)(:[0-9]+)?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,3 +74,13 @@ class EmbedOptions:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        for name, default in (("text_field", "`content`, else `text`"), ("id_field", "`id`")):
+            if getattr(self, name) == "":
+                raise invalid(name, "a non-empty field name", "", f"Leave it out to use {default}.")
+        if not _DEVICE.fullmatch(self.device):
+            raise invalid(
+                "device",
+                "auto, cpu, mps, or an accelerator with an optional index (cuda, cuda:1, xpu:0)",
+                self.device,
+                f"Pass {hint('device', 'auto')} to use a GPU when there is one.",
+            )

@@ -15,6 +15,9 @@ Conventions
   counted (:attr:`RecordStream.blank_lines`).
 - Bytes that are not valid UTF-8 are replaced by U+FFFD; the number of lines
   where that happened is :attr:`RecordStream.replaced_utf8_lines`.
+- A UTF-8 byte order mark at the start of a jsonl file (as written by some
+  Windows editors and exporters) is dropped; a UTF-16 or UTF-32 file is an
+  error that says how to convert it.
 - A truncated ``.gz`` / ``.zst`` file is an error that names the file and the
   last line read: the records after the cut cannot be accounted for.
 """
@@ -40,6 +43,7 @@ __all__ = [
     "SUFFIXES",
     "Record",
     "count_lines",
+    "describe_statuses",
     "RecordStream",
     "expand_inputs",
     "fingerprint_input",
@@ -57,6 +61,14 @@ DEFAULT_ID_FIELD = "id"
 DATASET_SOURCE = "<dataset>"
 
 _PARQUET_BATCH_ROWS = 1024
+_UTF8_BOM = b"\xef\xbb\xbf"
+#: Byte order marks of encodings the jsonl reader does not read (longest first).
+_OTHER_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 _FULL_HASH_LIMIT = 64 << 20  # files up to 64 MiB are hashed whole
 _SAMPLE_BYTES = 1 << 20  # larger ones: first, middle and last MiB
 
@@ -215,6 +227,8 @@ class RecordStream(Iterator[Record]):
         Which field supplied the text of each ``ok`` record.
     counts : collections.Counter
         Records by status.
+    examples : dict
+        ``{status: "source:line: reason"}`` of the first record of every non-ok status.
     """
 
     def __init__(
@@ -237,6 +251,7 @@ class RecordStream(Iterator[Record]):
         self.blank_lines = 0
         self.text_fields: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
+        self.examples: dict[str, str] = {}
         self._index = start
         if is_hf_dataset(inputs):
             self._raw = self._iter_dataset(inputs)
@@ -247,6 +262,8 @@ class RecordStream(Iterator[Record]):
         source, line, raw, error = next(self._raw)
         record = self._make(source, line, raw, error)
         self.counts[record.status] += 1
+        if record.status != "ok" and record.status not in self.examples:
+            self.examples[record.status] = f"{source}:{line}: {record.reason}"
         if self.strict and record.status != "ok":
             raise ClusterClipError(
                 f"{source}:{line}: {record.status}: {record.reason}. "
@@ -271,6 +288,8 @@ class RecordStream(Iterator[Record]):
             try:
                 for line_bytes in handle:
                     line += 1
+                    if line == 1:
+                        line_bytes = _without_bom(line_bytes, source)
                     if not line_bytes.strip():
                         self.blank_lines += 1
                         continue
@@ -328,10 +347,11 @@ class RecordStream(Iterator[Record]):
         field = next((name for name in fields if name in raw), None)
         if field is None:
             names = " or ".join(f"`{name}`" for name in fields)
+            present = ", ".join(list(raw)[:8]) + (", ..." if len(raw) > 8 else "")
             fix = "" if self.text_field else "; pass --text-field to name the text field"
             return Record(
                 self._index, source, line, raw, None, record_id, "missing_field",
-                f"no {names} field{fix}",
+                f"no {names} field (it has: {present or 'no fields'}){fix}",
             )  # fmt: skip
         value = raw[field]
         if isinstance(value, bytes):
@@ -361,6 +381,38 @@ class RecordStream(Iterator[Record]):
         if isinstance(value, bytes):
             return value.decode("utf-8", errors="replace")
         return str(value)
+
+
+def _without_bom(first_line: bytes, source: str) -> bytes:
+    """The first line of a jsonl file without its UTF-8 byte order mark; refuse UTF-16/32."""
+    if first_line.startswith(_UTF8_BOM):
+        return first_line[len(_UTF8_BOM) :]
+    for mark, encoding in _OTHER_BOMS:
+        if first_line.startswith(mark):
+            raise ClusterClipError(
+                f"{source} is {encoding}-encoded; clusterclip reads UTF-8 jsonl. Convert it, e.g. "
+                f"`iconv -f {encoding} -t UTF-8 {source} > converted.jsonl`, and pass that."
+            )
+    return first_line
+
+
+def describe_statuses(counts: Any, examples: Any = None) -> str:
+    """Records by status in one line, e.g. ``"20 records: 0 ok, 20 missing_field"``.
+
+    With ``examples`` (:attr:`RecordStream.examples`), the first bad record of
+    each status is quoted, so a message says what went wrong without a file to open.
+
+    >>> describe_statuses({"ok": 3, "malformed": 1}, {"malformed": "a.jsonl:2: invalid JSON"})
+    '4 records: 3 ok, 1 malformed (first: a.jsonl:2: invalid JSON)'
+    """
+    total = sum(int(counts.get(status, 0)) for status in STATUSES)
+    parts = [f"{int(counts.get('ok', 0)):,} ok"]
+    for status in STATUSES[1:]:
+        count = int(counts.get(status, 0))
+        if count:
+            first = (examples or {}).get(status)
+            parts.append(f"{count:,} {status}" + (f" (first: {first})" if first else ""))
+    return f"{total:,} record{'s' if total != 1 else ''}: " + ", ".join(parts)
 
 
 def iter_records(

@@ -134,6 +134,13 @@ def write_stage(workdir: str | os.PathLike[str], stage: str, entry: Mapping[str,
 
 def require_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any]:
     """The completed entry of ``stage`` or an error saying which command makes it."""
+    path = Path(workdir)
+    if not path.is_dir():
+        what = "is a file, not a work directory" if path.exists() else "does not exist"
+        raise ClusterClipError(
+            f"{path} {what}. Pass the --workdir of an earlier `clusterclip run` (or make one: "
+            "`clusterclip run INPUT... --workdir W --n-clusters K`)."
+        )
     entry = read_stage(workdir, stage)
     if entry is None:
         command = STAGE_COMMANDS.get(stage, f"the {stage} stage")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clusterclip.errors import hint, invalid
+from clusterclip.errors import invalid, spell
 from clusterclip.options import check_fields, option
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
@@ -19,6 +19,7 @@ from clusterclip.schedule.policy import (
     EXHAUSTION_RULES,
     ORDERS,
     POLICIES,
+    SchedulePolicy,
 )
 
 __all__ = ["ScheduleOptions"]
@@ -57,7 +58,7 @@ class ScheduleOptions:
         None,
         "Budget: E x usable documents (default 1 when no budget is given).",
         kind="float",
-        minimum=0,
+        above=0,
     )
     alpha: float | None = option(
         None, "Temperature policy exponent: weights |C_k|^alpha.", kind="float"
@@ -84,12 +85,27 @@ class ScheduleOptions:
         if len(given) > 1:
             raise invalid(
                 given[1],
-                f"left out when {given[0]} is given (one budget)",
+                f"left out when {spell(given[0])} is given (one budget)",
                 getattr(self, given[1]),
                 "Give exactly one budget (a command-line budget flag replaces the config file's).",
             )
-        if self.epochs is not None and not self.epochs > 0:
-            raise invalid("epochs", "a number > 0", self.epochs, f"Pass {hint('epochs', 1)}.")
+        self.policy_value()  # policy, alpha and weights together, before any stage runs
+
+    def policy_value(self, n_usable: int | None = None) -> SchedulePolicy:
+        """These settings as a validated :class:`SchedulePolicy` (the budget for ``n_usable``).
+
+        Without ``n_usable`` an epochs budget stands in as one draw: only the
+        checks that do not depend on the corpus are made.
+
+        >>> ScheduleOptions(policy="uniform", num_samples=10).policy_value().policy
+        'uniform'
+        """
+        budget = self.budget(1 if n_usable is None else n_usable)
+        return SchedulePolicy(
+            policy=self.policy, max_repeats=self.max_repeats, alpha=self.alpha,
+            cluster_weights=self.cluster_weights, order=self.order,
+            on_exhausted=self.on_exhausted, seed=self.seed, **budget,
+        )  # fmt: skip
 
     def budget(self, n_usable: int) -> dict[str, Any]:
         """``build_schedule``'s ``num_samples`` / ``num_tokens`` for ``n_usable`` documents.

@@ -41,6 +41,7 @@ from clusterclip.schedule.config import (
 )
 from clusterclip.schedule.engine import Prepared, ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
+from clusterclip.schedule.memory_check import check_fits, expected_draws
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
@@ -502,6 +503,11 @@ class SchedulePolicy:
         4
         """
         stream = self.stream(labels, lengths)
+        draws = expected_draws(
+            stream.end, num_tokens=self.num_tokens, labels=stream.prep.labels,
+            lengths=stream.prep.lengths,
+        )  # fmt: skip
+        check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
         parts = list(stream.blocks(0))
         indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return materialise(stream, indices)

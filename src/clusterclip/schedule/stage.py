@@ -17,6 +17,7 @@ from clusterclip.io import WorkDir
 from clusterclip.runner import StageOutput
 from clusterclip.schedule.api import materialise, open_stream
 from clusterclip.schedule.io import Schedule
+from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.options import ScheduleOptions
 
 __all__ = ["ScheduleStage", "build_with_progress"]
@@ -48,6 +49,13 @@ class ScheduleStage:
         """The saved schedule (its stats recomputed from the file)."""
         return Schedule.load(work.path_of("schedule"))
 
+    def check(self, work: WorkDir, options: ScheduleOptions) -> None:
+        """Refuse a budget whose schedule cannot fit in memory, before the manifest changes."""
+        labels = work.labels()
+        lengths = work.n_tokens() if options.num_tokens is not None else None
+        draws, estimated = _draws_at_most(options, labels, lengths)
+        check_fits(draws, estimated=estimated)
+
     def run(self, work: WorkDir, options: ScheduleOptions, *, resume: bool) -> StageOutput:
         """Build the schedule from the current labels and save it atomically."""
 
@@ -67,6 +75,29 @@ class ScheduleStage:
         }
         record = {"schedule_config": schedule.config.to_dict(), "path": str(path)}
         return StageOutput(outputs, summary, record, schedule)
+
+
+def _draws_at_most(
+    options: ScheduleOptions, labels: np.ndarray, lengths: np.ndarray | None
+) -> tuple[int | None, bool]:
+    """``(length, estimated)`` of the schedule, without building it.
+
+    A document budget gives the length; a token budget its mean (``estimated``).
+    A repetition cap with ``on_exhausted="stop"`` ends the schedule after at most
+    ``max_repeats`` appearances of every usable document.
+    """
+    n_usable = int((labels >= 0).sum())
+    budget = options.budget(n_usable)
+    draws, estimated = budget["num_samples"], False
+    if draws is None:
+        draws = expected_draws(
+            None, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
+        )
+        estimated = True
+    cap = options.policy_value(n_usable).kind.effective_max_repeats(options.max_repeats)
+    if draws is not None and cap is not None and options.on_exhausted == "stop":
+        draws = min(draws, cap * n_usable)
+    return draws, estimated
 
 
 def build_with_progress(
@@ -95,6 +126,10 @@ def build_with_progress(
             cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
             order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
         )  # fmt: skip
+        draws = expected_draws(
+            stream.end, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
+        )
+        check_fits(draws, estimated=stream.end is None)
         parts = []
         with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
             for block in stream.blocks(0):
