@@ -158,6 +158,9 @@ def test_trainer_refuses_a_second_pass_and_a_foreign_dataset(small, corpus, tmp_
     short = (dataset.select(range(10)), vocab)
     with pytest.raises(ClusterClipError, match="the train dataset has 10 rows"):
         make_trainer(small["workdir"], short, tmp_path).train()
+    streamed = (dataset.to_iterable_dataset(), vocab)
+    with pytest.raises(ClusterClipError, match="the train dataset is iterable"):
+        make_trainer(small["workdir"], streamed, tmp_path, max_steps=2).train()
 
 
 def test_accelerate_shards_the_global_schedule_over_processes(small):

@@ -325,6 +325,8 @@ def tokenize_scheduled(
 
     def flush(handle: Any) -> None:
         nonlocal position
+        if not batch:
+            return
         encoded = tokenizer.encode([text for _, text in batch])
         for (index, _), ids in zip(batch, encoded, strict=True):
             array = np.asarray(ids, dtype=np.int64)

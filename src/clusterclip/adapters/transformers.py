@@ -99,6 +99,19 @@ class ScheduleTrainerMixin:
             return sampler
         return ClusterClipSampler.from_workdir(schedule)
 
+    def get_train_dataloader(self) -> Any:
+        """Trainer's loader, refused for an iterable dataset (Trainer gives it no sampler)."""
+        dataset = self.train_dataset
+        data = require_extra("torch.utils.data", "torch")
+        if isinstance(dataset, data.IterableDataset) or not hasattr(dataset, "__len__"):
+            raise ClusterClipError(
+                f"the train dataset is iterable ({type(dataset).__name__}), so Trainer would "
+                "read it in its own order and never ask for the schedule. Pass the map-style "
+                "dataset (row i = document i), or give a plain Trainer a "
+                "ScheduledIterableDataset instead of using ClusterClipTrainer."
+            )
+        return super().get_train_dataloader()
+
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         """The global schedule as the training sampler (checked against the dataset and args)."""
         dataset = train_dataset if train_dataset is not None else self.train_dataset
