@@ -1,6 +1,7 @@
 # The two front-door commands:
 #   make demo   install into .venv and run the whole pipeline on the bundled corpus
 #   make test   install into .venv (with test extras and test corpora) and run every test
+# and: make examples   run every examples/*/run.sh (trainers fed a schedule, checked)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -9,7 +10,7 @@ EXTRAS ?= all,test
 # clash with .venv (mosaicml-streaming needs numpy<2.2 and transformers<5).
 CLIENTS ?= streaming litdata
 
-.PHONY: demo test install client-envs lint format bench clean
+.PHONY: demo test examples install client-envs lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,13 +35,16 @@ test: install client-envs
 	bash scripts/install-test-corpora.sh $(BIN)/python
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
+examples: install
+	bash scripts/run-examples.sh $(abspath $(BIN)/python)
+
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 format: install
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) .venvs build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis

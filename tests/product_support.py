@@ -297,7 +297,7 @@ def client_python(client: str) -> Path:
         f".venvs/{client} is not built. Build it with `bash scripts/install-client-env.sh "
         f"{client}` (make test does)."
     )
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+    if in_ci():
         pytest.fail(message)
     pytest.skip(message)
 
@@ -323,20 +323,27 @@ def run_client_check(client: str, module: str, root: Path, *, timeout: float = 9
     return output
 
 
-def require_module(name: str) -> Any:
+def in_ci() -> bool:
+    """True under a CI service (``CI`` set to anything but ``0`` / ``false`` / empty)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_module(name: str, extra: str | None = None) -> Any:
     """Import an optional dependency of a test: skip without it, fail under ``CI=true``.
 
-    In CI every extra is installed, so a missing one is a broken environment, not
-    a reason to pass with the test silently skipped.
+    In CI every extra is installed (``make test``), so a missing one is a broken
+    environment, not a reason to pass with the test silently skipped. ``extra``
+    names the ``pip install 'clusterclip[extra]'`` line in the reason.
     """
     import importlib
-    import os
 
     import pytest
 
     try:
         return importlib.import_module(name)
     except ImportError as error:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{name} is not installed, but CI=true requires every extra ({error})")
-        pytest.skip(f"{name} is not installed")
+        fix = f": pip install 'clusterclip[{extra}]'" if extra else ""
+        reason = f"{name} is not installed{fix} ({error})"
+        if in_ci():
+            pytest.fail(f"CI=true requires every extra, and {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)

@@ -1,0 +1,252 @@
+"""Flat token files (nanoGPT / OLMo style): every scheduled document's tokens, in schedule order.
+
+:func:`export_flat_tokens` writes into a directory:
+
+``tokens.bin``
+    Raw token ids, no header (``np.memmap(path, dtype=..., mode="r")``, exactly
+    what nanoGPT's ``train.bin`` and OLMo's token files are): the documents of
+    schedule positions 0, 1, 2, ... back to back, each followed by the
+    end-of-document token. ``uint16`` when the vocabulary has at most 65,536 ids,
+    else ``uint32``. A repeated document is written again (a flat file has no
+    references), so the file holds exactly the tokens training reads.
+``offsets.npy``
+    int64 ``(T + 1,)``: schedule position ``j`` is ``tokens[offsets[j]:offsets[j + 1]]``.
+``document_ids.npy``
+    int64 ``(T,)``: the document (embed input index) at each position.
+``tokens.json``
+    dtype, counts, the tokenizer (name or path, vocabulary size, end-of-document
+    token and id, fingerprint of its ``tokenizer.json``) and the schedule fingerprint.
+
+The export never holds the schedule or the tokens in memory: each distinct
+scheduled document is tokenized once into a temporary cache in the output
+directory (:func:`clusterclip.adapters.tokens.tokenize_scheduled`), then the
+schedule is streamed in blocks and each position's tokens are copied from the
+cache. Memory is ``O(N)`` for the per-document offsets; disk is the cache
+(distinct documents) until the export ends, plus the result.
+
+:class:`FlatTokens` reads the directory back (memory-mapped) and gives
+documents by position and fixed-length windows from any token offset, which is
+how a trainer resumes: ``start = windows_consumed * length``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.adapters.tokens import (
+    iter_schedule_blocks,
+    load_tokenizer,
+    token_dtype,
+    tokenize_scheduled,
+)
+from clusterclip.errors import ClusterClipError, invalid
+from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file
+from clusterclip.progress import progress_bar
+
+__all__ = ["FlatTokens", "export_flat_tokens"]
+
+TOKENS, OFFSETS, DOCUMENT_IDS, META = "tokens.bin", "offsets.npy", "document_ids.npy", "tokens.json"
+_CACHE = ".tokens-cache.bin"
+
+
+def _size(n_bytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n_bytes < 1000 or unit == "TB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1000
+    raise AssertionError  # pragma: no cover
+
+
+def export_flat_tokens(
+    workdir: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    tokenizer: str | os.PathLike[str],
+    eos_token: str | None = None,
+    append_eos: bool = True,
+) -> dict[str, Any]:
+    """Write the schedule's documents as one flat, memory-mappable token array.
+
+    Parameters
+    ----------
+    workdir : path
+        Work directory with a schedule; its corpus files must be unchanged since
+        they were embedded (checked before anything is written).
+    out : path
+        Output directory (created); receives ``tokens.bin``, ``offsets.npy``,
+        ``document_ids.npy`` and ``tokens.json``, each written atomically
+        (``tokens.json`` last).
+    tokenizer : str or path
+        The tokenizer to use, named by the user: a ``tokenizer.json`` file, a
+        Hugging Face tokenizer directory, or a hub name already in the local
+        cache (see :func:`clusterclip.adapters.tokens.load_tokenizer`).
+    eos_token : str, optional
+        Token appended after every document (default: the tokenizer's own).
+    append_eos : bool
+        False: no separator token (``offsets.npy`` still marks the documents).
+
+    Returns
+    -------
+    dict
+        ``n_positions``, ``n_tokens``, ``dtype``, ``bytes`` and ``out``.
+        Deterministic: the same work directory and tokenizer give identical files.
+
+    Examples
+    --------
+    >>> export_flat_tokens("work", "flat/", tokenizer="gpt2")  # doctest: +SKIP
+    {'n_positions': 15000, 'n_tokens': 512340, 'dtype': 'uint16', 'bytes': 1024680, 'out': 'flat'}
+    >>> tokens = np.memmap("flat/tokens.bin", dtype=np.uint16, mode="r")  # doctest: +SKIP
+    """
+    work, out = WorkDir(workdir), Path(out)
+    loaded = load_tokenizer(tokenizer, eos_token=eos_token, append_eos=append_eos)
+    dtype = token_dtype(loaded.info.vocab_size)
+    schedule = work.schedule()
+    indices = schedule.indices
+    out.mkdir(parents=True, exist_ok=True)
+    (out / META).unlink(missing_ok=True)  # an interrupted export leaves no complete-looking dir
+    cache = out / _CACHE
+    try:
+        spans = tokenize_scheduled(work, loaded, cache, dtype=dtype)
+        total = sum(int((spans[b, 1] - spans[b, 0]).sum()) for b in iter_schedule_blocks(indices))
+        cached = _memmap(cache, dtype)
+        n_positions = int(indices.shape[0])
+        with (
+            atomic_path(out / TOKENS) as tokens_tmp,
+            atomic_path(out / OFFSETS) as offsets_tmp,
+            atomic_path(out / DOCUMENT_IDS) as ids_tmp,
+        ):
+            offsets = np.lib.format.open_memmap(offsets_tmp, "w+", np.int64, (n_positions + 1,))
+            ids = np.lib.format.open_memmap(ids_tmp, "w+", np.int64, (n_positions,))
+            offsets[0] = 0
+            written = 0
+            desc = f"flat tokens ({_size(total * dtype.itemsize)})"
+            with (
+                open(tokens_tmp, "wb", buffering=1 << 20) as handle,
+                progress_bar(total=total, desc=desc, unit="tok") as bar,
+            ):
+                first = 0
+                for block in iter_schedule_blocks(indices):
+                    lengths = spans[block, 1] - spans[block, 0]
+                    for begin, stop in spans[block]:
+                        handle.write(cached[begin:stop].tobytes())
+                    ids[first : first + block.size] = block
+                    offsets[first + 1 : first + 1 + block.size] = written + np.cumsum(lengths)
+                    written += int(lengths.sum())
+                    first += block.size
+                    bar.update(int(lengths.sum()))
+            offsets.flush()
+            ids.flush()
+            del offsets, ids
+        del cached
+    finally:
+        cache.unlink(missing_ok=True)
+    summary = {
+        "n_positions": n_positions,
+        "n_tokens": total,
+        "dtype": dtype.name,
+        "bytes": total * dtype.itemsize,
+        "out": str(out),
+    }
+    atomic_write_json(
+        out / META,
+        {
+            "format": "flat-tokens",
+            "tokens": TOKENS,
+            "offsets": OFFSETS,
+            "document_ids": DOCUMENT_IDS,
+            "dtype": dtype.name,
+            "n_positions": n_positions,
+            "n_tokens": total,
+            "n_distinct_documents": int((spans[:, 0] >= 0).sum()),
+            "tokenizer": loaded.info.to_dict(),
+            "meaning": "position j = tokens[offsets[j]:offsets[j+1]], document document_ids[j]; "
+            "positions in schedule order",
+            "schedule": fingerprint_file(schedule.path),
+            "workdir": str(work.path),
+        },
+    )
+    return summary
+
+
+def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
+    if path.stat().st_size == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+class FlatTokens:
+    """A flat token export, memory-mapped (see :func:`export_flat_tokens`).
+
+    Parameters
+    ----------
+    path : path
+        The export directory (holding ``tokens.json``).
+
+    Attributes
+    ----------
+    tokens : numpy.memmap, shape (n_tokens,)
+        Every token in schedule order.
+    offsets : numpy.memmap of int64, shape (n_positions + 1,)
+    document_ids : numpy.memmap of int64, shape (n_positions,)
+    meta : dict
+        The sidecar (dtype, counts, tokenizer).
+
+    Examples
+    --------
+    >>> flat = FlatTokens("flat/")  # doctest: +SKIP
+    >>> flat.document(0)[:5]  # doctest: +SKIP
+    memmap([1999, 1996, 2927, 2643, 2580], dtype=uint16)
+    >>> for window in flat.windows(1024, start=resume_tokens):  # doctest: +SKIP
+    ...     x, y = window[:-1], window[1:]
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        meta_path = self.path / META
+        if not meta_path.is_file():
+            raise ClusterClipError(
+                f"{meta_path} not found: {self.path} is not a complete flat-token export. "
+                "Write one with `clusterclip export --format flat-tokens --tokenizer NAME`."
+            )
+        self.meta: dict[str, Any] = json.loads(meta_path.read_text("utf-8"))
+        dtype = np.dtype(self.meta["dtype"])
+        self.tokens = _memmap(self.path / self.meta["tokens"], dtype)
+        self.offsets = np.load(self.path / self.meta["offsets"], mmap_mode="r")
+        self.document_ids = np.load(self.path / self.meta["document_ids"], mmap_mode="r")
+        if self.tokens.shape[0] != self.meta["n_tokens"] or self.offsets[-1] != len(self.tokens):
+            raise ClusterClipError(
+                f"{self.path}: {self.meta['tokens']} holds {self.tokens.shape[0]} tokens but the "
+                f"sidecar records {self.meta['n_tokens']}. Export again."
+            )
+
+    def __len__(self) -> int:
+        """Number of schedule positions."""
+        return int(self.document_ids.shape[0])
+
+    def document(self, position: int) -> np.ndarray:
+        """Tokens of schedule position ``position`` (end-of-document token included)."""
+        if not 0 <= position < len(self):
+            raise invalid("position", f"an int in [0, {len(self)})", position)
+        return self.tokens[int(self.offsets[position]) : int(self.offsets[position + 1])]
+
+    def windows(self, length: int, *, start: int = 0) -> Iterator[np.ndarray]:
+        """Consecutive windows of ``length + 1`` tokens (inputs and shifted targets).
+
+        Window ``w`` covers ``tokens[start + w * length : start + (w + 1) * length + 1]``,
+        so consecutive windows overlap by one token and together read every token
+        once, in schedule order. Resume after ``w`` windows with
+        ``start = w * length`` (plus the first run's ``start``); the last partial
+        window is dropped.
+        """
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise invalid("length", "an int in [1, inf)", length)
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise invalid("start", "an int in [0, inf)", start)
+        for begin in range(start, len(self.tokens) - length, length):
+            yield self.tokens[begin : begin + length + 1]
