@@ -32,6 +32,8 @@ INITS = ("k-means++", "afk-mc2", "random")
 #: k-means++ candidate pool: this many sample rows per centroid (at least _POOL_MIN).
 POOL_PER_CENTROID = 8
 _POOL_MIN = 8192
+#: Draws per k-means++ step while every candidate is isolated (``min_cell``).
+_REDRAWS = 8
 
 
 def _pick(rng: np.random.Generator, weights: np.ndarray) -> int:
@@ -84,8 +86,9 @@ def kmeans_plusplus(
     D^2 sampling favours isolated points, and a centre on an isolated point
     keeps a cluster of one. With ``min_cell > 1`` a candidate whose cell (the
     rows closer to it than to every centre chosen so far, itself included) holds
-    fewer than ``min_cell`` rows is passed over, unless every candidate of the
-    step is that isolated (then the best one is kept, as before).
+    fewer than ``min_cell`` rows is passed over; when every candidate of a step is
+    that isolated, they are excluded from later draws and the step draws again
+    (up to 8 times, then the best candidate is kept, as before).
 
     >>> X = np.eye(3, dtype=np.float32)
     >>> sorted(kmeans_plusplus(X, 3, np.random.default_rng(0)).tolist())
@@ -97,24 +100,35 @@ def kmeans_plusplus(
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
     distance = np.maximum(1.0 - X @ X[chosen[0]], 0.0).astype(np.float32)
+    # Rows found isolated are never drawn again: cells only shrink as centres are added.
+    isolated = np.zeros(n, dtype=bool)
     for step in range(1, n_clusters):
-        cumulative = np.cumsum(distance, dtype=np.float64)
-        if cumulative[-1] > 0:
-            draws = rng.random(trials) * cumulative[-1]
-            candidates = np.minimum(np.searchsorted(cumulative, draws, side="right"), n - 1)
-        else:  # every row coincides with a centre: any row will do
-            candidates = rng.integers(n, size=trials)
-        candidate_distance = np.maximum(1.0 - products(candidates), 0.0)
-        updated = np.minimum(distance[None, :], candidate_distance)
-        totals = updated.sum(axis=1, dtype=np.float64)
-        if min_cell > 1:
-            cells = (candidate_distance < distance[None, :]).sum(axis=1)
-            if (cells >= min_cell).any():
-                totals[cells < min_cell] = np.inf
+        for attempt in range(_REDRAWS if min_cell > 1 else 1):
+            weights = np.where(isolated, 0.0, distance) if isolated.any() else distance
+            candidates = _candidates(rng, weights, trials)
+            candidate_distance = np.maximum(1.0 - products(candidates), 0.0)
+            updated = np.minimum(distance[None, :], candidate_distance)
+            totals = updated.sum(axis=1, dtype=np.float64)
+            if min_cell <= 1:
+                break
+            small = (candidate_distance < distance[None, :]).sum(axis=1) < min_cell
+            if not small.all():
+                totals[small] = np.inf
+                break
+            isolated[candidates] = True  # all isolated: draw again (the best is kept at the end)
         best = int(np.argmin(totals))
         chosen[step] = candidates[best]
         distance = updated[best]
     return chosen
+
+
+def _candidates(rng: np.random.Generator, weights: np.ndarray, trials: int) -> np.ndarray:
+    """``trials`` rows drawn with probability proportional to ``weights`` (uniform if all 0)."""
+    cumulative = np.cumsum(weights, dtype=np.float64)
+    if cumulative[-1] > 0:
+        draws = rng.random(trials) * cumulative[-1]
+        return np.minimum(np.searchsorted(cumulative, draws, side="right"), len(weights) - 1)
+    return rng.integers(len(weights), size=trials)  # every row coincides with a centre
 
 
 def afk_mc2(
