@@ -103,7 +103,7 @@ def kmeans_plusplus(
     # Rows found isolated are never drawn again: cells only shrink as centres are added.
     isolated = np.zeros(n, dtype=bool)
     for step in range(1, n_clusters):
-        for attempt in range(_REDRAWS if min_cell > 1 else 1):
+        for _attempt in range(_REDRAWS if min_cell > 1 else 1):
             weights = np.where(isolated, 0.0, distance) if isolated.any() else distance
             candidates = _candidates(rng, weights, trials)
             candidate_distance = np.maximum(1.0 - products(candidates), 0.0)
