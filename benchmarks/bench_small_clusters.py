@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 
-def _fit(work, k: int, seed: int, *, seeding: bool, dissolve: bool, threshold: int):
+def _fit(work, k: int, seed: int, *, seeding: bool, dissolve: bool, threshold: int, backend: str):
     from clusterclip.cluster.kmeans import KMeans, assign_matrix
     from clusterclip.cluster.small import dissolve_small_clusters, effective_min_size
 
@@ -42,8 +42,10 @@ def _fit(work, k: int, seed: int, *, seeding: bool, dissolve: bool, threshold: i
     usable = np.flatnonzero(ok)
     X = np.asarray(embeddings[usable], dtype=np.float32)
     started = time.perf_counter()
-    model = KMeans(k, seed=seed, min_cluster_size=threshold if seeding else 1).fit(X)
-    labels, scores = assign_matrix(X, model.cluster_centers_)
+    model = KMeans(k, seed=seed, min_cluster_size=threshold if seeding else 1, backend=backend).fit(
+        X
+    )
+    labels, scores = assign_matrix(X, model.cluster_centers_, backend=backend)
     record = {"dissolved": []}
     if dissolve:
         labels, scores, _, record = dissolve_small_clusters(
@@ -52,6 +54,12 @@ def _fit(work, k: int, seed: int, *, seeding: bool, dissolve: bool, threshold: i
         )  # fmt: skip
     seconds = time.perf_counter() - started
     return model.objective_, labels, float(np.mean(scores)), seconds, model.init_
+
+
+def backend_name(backend: str) -> str:
+    from clusterclip.cluster.backends import get_backend
+
+    return get_backend(backend).name
 
 
 def _draw_shares(labels: np.ndarray, docs: np.ndarray, args: argparse.Namespace, seed: int):
@@ -78,6 +86,7 @@ def main() -> None:
     parser.add_argument("--max-repeats", type=int, default=2)
     parser.add_argument("--epochs", type=float, default=1.5)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--backend", default="auto")
     args = parser.parse_args()
     from clusterclip.io import WorkDir
 
@@ -93,7 +102,7 @@ def main() -> None:
         for name, (seeding, dissolve) in variants.items():
             objective, labels, mean_score, seconds, init = _fit(
                 work, args.n_clusters, seed, seeding=seeding, dissolve=dissolve,
-                threshold=args.threshold,
+                threshold=args.threshold, backend=args.backend,
             )  # fmt: skip
             sizes = np.bincount(labels)
             sizes = sizes[sizes > 0]
@@ -117,6 +126,7 @@ def main() -> None:
                 "share_natural": round(len(tiny_docs) / n, 5),
                 "seconds": round(seconds, 2),
                 "min_cell": init.get("min_cell", 1),
+                "backend": backend_name(args.backend),
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
