@@ -32,6 +32,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_flags(parser, "the assignment step; the fit stays local")
 
 
+def _small_line(summary: dict[str, Any]) -> str:
+    dissolved = summary.get("dissolved_clusters", 0)
+    threshold = summary.get("min_cluster_size", 1)
+    if threshold <= 1:
+        return "  small clusters dissolving off (min_cluster_size 1)"
+    return (
+        f"  small clusters {dissolved} of {summary.get('requested_clusters', 0):,} had fewer than "
+        f"{threshold} documents: dissolved, their {summary.get('dissolved_documents', 0):,} "
+        "documents moved to the nearest kept cluster"
+    )
+
+
 def format_summary(summary: dict[str, Any], workdir: str) -> str:
     """The one-screen summary printed at the end."""
     sizes = summary["sizes"]
@@ -43,6 +55,7 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
         f"  sizes          min {sizes['min']:,}  median {sizes['median']:,.1f}  max {sizes['max']:,}",
         f"  balance        Gini {summary['gini']:.3f}  imbalance factor {summary['imbalance_factor']:.3f}"
         f"  empty clusters {summary['empty_clusters']}",
+        _small_line(summary),
         f"  objective      {summary['objective']:.4f} mean cosine on the fit sample "
         f"({summary['mean_score']:.4f} over all documents)",
         f"  fit            sample {summary['sample_size']:,} documents, {summary['n_iter']} iterations, "

@@ -276,6 +276,12 @@ class KMeans:
         E-step backend (:mod:`clusterclip.cluster.backends`).
     batch_size : int
         Rows read at a time when sampling and predicting.
+    min_cluster_size : int
+        k-means++ seeding passes over candidates that would seed a cluster of
+        fewer documents than this (isolated points; see
+        :func:`~clusterclip.cluster.seeding.seed_centroids`); 1 = plain greedy
+        k-means++. The estimator does not dissolve small clusters itself: the
+        cluster stage does (:mod:`clusterclip.cluster.small`).
     verbose : bool
         Show a progress bar over the iterations.
 
@@ -323,6 +329,7 @@ class KMeans:
         n_init: int = 1,
         backend: str = "auto",
         batch_size: int = 65536,
+        min_cluster_size: int = 1,
         verbose: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
@@ -333,6 +340,7 @@ class KMeans:
         self.n_init = n_init
         self.backend = backend
         self.batch_size = batch_size
+        self.min_cluster_size = min_cluster_size
         self.verbose = verbose
 
     def _validate(self) -> None:
@@ -350,6 +358,9 @@ class KMeans:
         )
         _check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
         _check_int("n_init", self.n_init, 1, "Pass n_init=1 (the default) or more.")
+        _check_int(
+            "min_cluster_size", self.min_cluster_size, 1, "Pass min_cluster_size=1 (no filter)."
+        )
         if self.init not in INITS:
             raise invalid("init", f"one of {list(INITS)}", self.init, "Pass init='k-means++'.")
         if self.backend not in BACKENDS:
@@ -397,7 +408,12 @@ class KMeans:
         for run in range(int(self.n_init)):
             seeding_started = time.perf_counter()
             centroids, init_info = seed_centroids(
-                sample, k, init=self.init, rng=_rng(self.seed, _PURPOSE_INIT, run)
+                sample,
+                k,
+                init=self.init,
+                rng=_rng(self.seed, _PURPOSE_INIT, run),
+                min_cluster_size=int(self.min_cluster_size),
+                n_rows=n,
             )
             init_info["seconds"] = round(time.perf_counter() - seeding_started, 4)
             centroids, labels, scores, stats = self._lloyd(

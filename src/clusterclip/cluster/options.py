@@ -40,6 +40,14 @@ class ClusterOptions:
         "E-step backend (auto: the fastest measured for this machine).",
         choices=BACKENDS,
     )
+    min_cluster_size: int = option(
+        5,
+        "Clusters with fewer documents are dissolved into the nearest sizeable one, so no "
+        "outlier gets a balanced share (capped at a quarter of N/K; 1 = off). k-means++ "
+        "seeding also avoids isolated points.",
+        kind="int",
+        minimum=1,
+    )
     assign_batch_size: int = option(
         65_536, "Rows per assignment block (memory, not results).", kind="int", minimum=1
     )

@@ -32,6 +32,8 @@ INITS = ("k-means++", "afk-mc2", "random")
 #: k-means++ candidate pool: this many sample rows per centroid (at least _POOL_MIN).
 POOL_PER_CENTROID = 8
 _POOL_MIN = 8192
+#: Draws per k-means++ step while every candidate is isolated (``min_cell``).
+_REDRAWS = 8
 
 
 def _pick(rng: np.random.Generator, weights: np.ndarray) -> int:
@@ -68,13 +70,25 @@ def _pool_products(X: np.ndarray):
 
 
 def kmeans_plusplus(
-    X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, n_local_trials: int | None = None
+    X: np.ndarray,
+    n_clusters: int,
+    rng: np.random.Generator,
+    *,
+    n_local_trials: int | None = None,
+    min_cell: int = 1,
 ) -> np.ndarray:
     """Greedy k-means++ seeding under cosine distance; returns row indices of ``X`` (K,).
 
     Each step draws ``n_local_trials`` candidates by D^2 sampling and keeps the
     one that lowers the total distance most (``2 + ln K`` trials by default, as
     scikit-learn does; 1 gives the original k-means++).
+
+    D^2 sampling favours isolated points, and a centre on an isolated point
+    keeps a cluster of one. With ``min_cell > 1`` a candidate whose cell (the
+    rows closer to it than to every centre chosen so far, itself included) holds
+    fewer than ``min_cell`` rows is passed over; when every candidate of a step is
+    that isolated, they are excluded from later draws and the step draws again
+    (up to 8 times, then the best candidate is kept, as before).
 
     >>> X = np.eye(3, dtype=np.float32)
     >>> sorted(kmeans_plusplus(X, 3, np.random.default_rng(0)).tolist())
@@ -86,18 +100,35 @@ def kmeans_plusplus(
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
     distance = np.maximum(1.0 - X @ X[chosen[0]], 0.0).astype(np.float32)
+    # Rows found isolated are never drawn again: cells only shrink as centres are added.
+    isolated = np.zeros(n, dtype=bool)
     for step in range(1, n_clusters):
-        cumulative = np.cumsum(distance, dtype=np.float64)
-        if cumulative[-1] > 0:
-            draws = rng.random(trials) * cumulative[-1]
-            candidates = np.minimum(np.searchsorted(cumulative, draws, side="right"), n - 1)
-        else:  # every row coincides with a centre: any row will do
-            candidates = rng.integers(n, size=trials)
-        updated = np.minimum(distance[None, :], np.maximum(1.0 - products(candidates), 0.0))
-        best = int(np.argmin(updated.sum(axis=1, dtype=np.float64)))
+        for _attempt in range(_REDRAWS if min_cell > 1 else 1):
+            weights = np.where(isolated, 0.0, distance) if isolated.any() else distance
+            candidates = _candidates(rng, weights, trials)
+            candidate_distance = np.maximum(1.0 - products(candidates), 0.0)
+            updated = np.minimum(distance[None, :], candidate_distance)
+            totals = updated.sum(axis=1, dtype=np.float64)
+            if min_cell <= 1:
+                break
+            small = (candidate_distance < distance[None, :]).sum(axis=1) < min_cell
+            if not small.all():
+                totals[small] = np.inf
+                break
+            isolated[candidates] = True  # all isolated: draw again (the best is kept at the end)
+        best = int(np.argmin(totals))
         chosen[step] = candidates[best]
         distance = updated[best]
     return chosen
+
+
+def _candidates(rng: np.random.Generator, weights: np.ndarray, trials: int) -> np.ndarray:
+    """``trials`` rows drawn with probability proportional to ``weights`` (uniform if all 0)."""
+    cumulative = np.cumsum(weights, dtype=np.float64)
+    if cumulative[-1] > 0:
+        draws = rng.random(trials) * cumulative[-1]
+        return np.minimum(np.searchsorted(cumulative, draws, side="right"), len(weights) - 1)
+    return rng.integers(len(weights), size=trials)  # every row coincides with a centre
 
 
 def afk_mc2(
@@ -147,12 +178,22 @@ def random_init(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.
 
 
 def seed_centroids(
-    X: np.ndarray, n_clusters: int, *, init: str, rng: np.random.Generator
+    X: np.ndarray,
+    n_clusters: int,
+    *,
+    init: str,
+    rng: np.random.Generator,
+    min_cluster_size: int = 1,
+    n_rows: int | None = None,
 ) -> tuple[np.ndarray, dict[str, int | str]]:
     """Initial centroids (K, d) float32 and a record of how they were chosen.
 
     ``X`` holds the unit rows of the fit sample; the k-means++ pool is a random
-    subset of them.
+    subset of them. With ``min_cluster_size > 1``, k-means++ passes over
+    candidates whose cell in the pool would hold fewer rows than a cluster of
+    ``min_cluster_size`` documents out of ``n_rows`` (default ``len(X)``) is
+    expected to put there, and never fewer than 2 (:func:`kmeans_plusplus`'s
+    ``min_cell``, recorded as ``min_cell``).
 
     >>> C, info = seed_centroids(np.eye(3, dtype=np.float32), 2, init="random",
     ...                          rng=np.random.default_rng(0))
@@ -166,17 +207,33 @@ def seed_centroids(
             pass
         else:
             with threadpool_limits(1):
-                return _seed(X, n_clusters, init, rng)
-    return _seed(X, n_clusters, init, rng)
+                return _seed(X, n_clusters, init, rng, min_cluster_size, n_rows or len(X))
+    return _seed(X, n_clusters, init, rng, min_cluster_size, n_rows or len(X))
+
+
+def _min_cell(min_cluster_size: int, pool: int, n_rows: int) -> int:
+    """Pool rows a cluster of ``min_cluster_size`` documents is expected to have (>= 2; 1 = off)."""
+    if min_cluster_size <= 1:
+        return 1
+    return max(2, int(min_cluster_size * pool / max(n_rows, 1)))
 
 
 def _seed(
-    X: np.ndarray, n_clusters: int, init: str, rng: np.random.Generator
+    X: np.ndarray,
+    n_clusters: int,
+    init: str,
+    rng: np.random.Generator,
+    min_cluster_size: int = 1,
+    n_rows: int = 0,
 ) -> tuple[np.ndarray, dict[str, int | str]]:
+    min_cell = 1
     if init == "k-means++":
         pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, _POOL_MIN))
         subset = np.sort(rng.choice(len(X), pool, replace=False)) if pool < len(X) else None
-        rows = kmeans_plusplus(X if subset is None else X[subset], n_clusters, rng)
+        min_cell = _min_cell(min_cluster_size, pool, max(n_rows, len(X)))
+        rows = kmeans_plusplus(
+            X if subset is None else X[subset], n_clusters, rng, min_cell=min_cell
+        )
         rows = rows if subset is None else subset[rows]
     elif init == "afk-mc2":
         pool = len(X)
@@ -186,4 +243,7 @@ def _seed(
         rows = random_init(X, n_clusters, rng)
     else:
         raise invalid("init", f"one of {list(INITS)}", init, "Pass init='k-means++' (the default).")
-    return np.array(X[rows], dtype=np.float32), {"init": init, "pool_size": int(pool)}
+    info: dict[str, int | str] = {"init": init, "pool_size": int(pool)}
+    if min_cell > 1:
+        info["min_cell"] = min_cell
+    return np.array(X[rows], dtype=np.float32), info

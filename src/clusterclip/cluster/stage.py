@@ -20,6 +20,7 @@ import numpy as np
 from clusterclip.cluster.assignment import assign_files
 from clusterclip.cluster.kmeans import KMeans
 from clusterclip.cluster.options import ClusterOptions
+from clusterclip.cluster.small import dissolve_small_clusters, effective_min_size
 from clusterclip.engines import resolve_options
 from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
 from clusterclip.io import WorkDir, atomic_path, versions
@@ -120,6 +121,7 @@ def cluster(
     init: str = ClusterOptions.init,
     n_init: int = ClusterOptions.n_init,
     backend: str = ClusterOptions.backend,
+    min_cluster_size: int = ClusterOptions.min_cluster_size,
     assign_batch_size: int = ClusterOptions.assign_batch_size,
     overwrite: bool = False,
     engine: str = "local",
@@ -139,6 +141,13 @@ def cluster(
     n_iter, max_points_per_centroid, init, n_init, backend
         See :class:`~clusterclip.cluster.KMeans` and :class:`ClusterOptions`. The fit
         uses at most ``max_points_per_centroid * n_clusters`` documents (``summary["sample_size"]``).
+    min_cluster_size : int
+        After assignment, clusters with fewer documents than
+        ``min(min_cluster_size, ceil(N / 4K))`` are dissolved: their documents go to
+        the nearest kept centroid, the dissolved centroids are removed and the rest
+        renumbered (:mod:`clusterclip.cluster.small`), so fewer than ``n_clusters``
+        clusters may come out (``summary["n_clusters"]``; the manifest's
+        ``small_clusters`` lists the dissolved ones). 1 turns it off.
     assign_batch_size : int
         Embedding rows read per block (memory: ``assign_batch_size * (d + K) * 4`` bytes).
     overwrite : bool
@@ -171,7 +180,7 @@ def cluster(
     options = ClusterOptions(
         n_clusters=n_clusters, seed=seed, n_iter=n_iter,
         max_points_per_centroid=max_points_per_centroid, init=init, n_init=n_init,
-        backend=backend, assign_batch_size=assign_batch_size,
+        backend=backend, min_cluster_size=min_cluster_size, assign_batch_size=assign_batch_size,
     )  # fmt: skip
     stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress)
     outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
@@ -227,7 +236,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         options.n_clusters, seed=options.seed, n_iter=options.n_iter,
         max_points_per_centroid=options.max_points_per_centroid, init=options.init,
         n_init=options.n_init, backend=options.backend, batch_size=options.assign_batch_size,
-        verbose=stage.progress,
+        min_cluster_size=options.min_cluster_size, verbose=stage.progress,
     )  # fmt: skip
     model._validate()
     ok = work.ok_mask()
@@ -267,11 +276,19 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     scores = np.asarray(scores, dtype=np.float32)
     labels[~ok] = -1
     scores[~ok] = 0.0
+    labels, scores, centroids, small = dissolve_small_clusters(
+        labels, scores, centroids, lambda rows: embeddings[rows],
+        min_size=effective_min_size(options.min_cluster_size, len(usable), options.n_clusters),
+    )  # fmt: skip
     assigned = time.perf_counter()
     outputs = _write_outputs(work, labels, scores, centroids)
-    summary = cluster_summary(labels, scores, int(options.n_clusters))
+    summary = cluster_summary(labels, scores, len(centroids))
     summary.update(
         {
+            "requested_clusters": int(options.n_clusters),
+            "min_cluster_size": small["min_cluster_size"],
+            "dissolved_clusters": len(small["dissolved"]) + small.get("empty_removed", 0),
+            "dissolved_documents": int(sum(d["size"] for d in small["dissolved"])),
             "objective": round(model.objective_, 6),
             "sample_size": model.sample_size_,
             "n_iter": model.n_iter_,
@@ -287,6 +304,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     record: dict[str, Any] = {
         "engine": stage.engine,
         "fit_stats": model.stats_,
+        "small_clusters": small,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
     }
     if model.backend_ == "faiss" or options.backend in ("auto", "faiss"):

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KeywordCounter", "inspect_clusters", "nearest_documents"]
+__all__ = ["KeywordCounter", "document_texts", "inspect_clusters", "nearest_documents"]
 
 
 def __getattr__(name: str) -> Any:  # keep `import clusterclip.describe` free of pyarrow
-    if name in ("inspect_clusters", "nearest_documents"):
+    if name in ("document_texts", "inspect_clusters", "nearest_documents"):
         from clusterclip.describe import inspect
 
         return getattr(inspect, name)

@@ -12,7 +12,7 @@ from clusterclip.describe.keywords import KeywordCounter
 from clusterclip.errors import hint, invalid
 from clusterclip.io import WorkDir
 
-__all__ = ["inspect_clusters", "nearest_documents"]
+__all__ = ["document_texts", "inspect_clusters", "nearest_documents"]
 
 
 def _check_count(name: str, value: Any, fix: str) -> int:
@@ -136,3 +136,31 @@ def inspect_clusters(
             }
         )
     return report
+
+
+def document_texts(
+    workdir: str | os.PathLike[str], indices: Iterable[int]
+) -> dict[int, dict[str, Any]]:
+    """Id and text of the documents ``indices``, read from the checked corpus in one pass.
+
+    Stops at the last index asked for. Used by the report to show the members
+    of dissolved small clusters, which no longer have a cluster of their own.
+
+    >>> document_texts("work", [12, 3])[3]["text"]  # doctest: +SKIP
+    'And God called the light Day, ...'
+    """
+    wanted = {int(i) for i in indices}
+    found: dict[int, dict[str, Any]] = {}
+    if not wanted:
+        return found
+    last = max(wanted)
+    for record in WorkDir(workdir).corpus():
+        if record.index in wanted:
+            found[int(record.index)] = {
+                "index": int(record.index),
+                "id": record.id,
+                "text": "" if record.text is None else str(record.text),
+            }
+        if record.index >= last:
+            break
+    return found

@@ -74,16 +74,19 @@ def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) ->
     """Render the report of ``work`` into ``out`` (the work directory or another folder)."""
     from clusterclip.io import atomic_write_bytes, atomic_write_json
     from clusterclip.report.data import compute_report_data
-    from clusterclip.report.figures import FIGURES, write_figures
+    from clusterclip.report.figures import FIGURES, alt_texts, write_figures
     from clusterclip.report.html import render_html
 
     out.mkdir(parents=True, exist_ok=True)
     data = compute_report_data(work.path, n_slices=n_slices, n_keywords=n_keywords)
     figures = write_figures(data, out)
     captions = {name: caption for name, (_draw, caption) in FIGURES.items()}
-    data["figures"] = {name: {"file": name, "caption": captions[name]} for name in figures}
+    alts = alt_texts(data)
+    data["figures"] = {
+        name: {"file": name, "caption": captions[name], "alt": alts[name]} for name in figures
+    }
     target = WorkDir(out)  # the work directory itself, or a folder laid out like one
     atomic_write_json(target.path_of("report_json"), data)
-    page = render_html(data, figures, captions)
+    page = render_html(data, figures, captions, alts)
     atomic_write_bytes(target.path_of("report_html"), page.encode("utf-8"))
     return target.path_of("report_html")

@@ -125,6 +125,11 @@ def compute_report_data(
     shares = _shares(inputs, rarest, draws.per_cluster)
     by_size = np.argsort(-inputs.sizes, kind="stable")
     clip_events = _clip_events(clip_positions)
+    small = _small_clusters(work, inputs, keywords_available=bool(inspected))
+    summary = _summary(inputs, docs, draws, repeats, clip_events, tokens_drawn)
+    summary["n_dissolved_clusters"] = len(small["dissolved"])
+    summary["dissolved_documents"] = int(sum(d["size"] for d in small["dissolved"]))
+    summary["min_cluster_size"] = small["min_cluster_size"]
     return {
         "workdir": str(work.path),
         "schedule": {
@@ -132,8 +137,9 @@ def compute_report_data(
             "version": inputs.meta.get("version"),
             "stats": inputs.meta.get("stats", {}),
         },
-        "summary": _summary(inputs, docs, draws, repeats, clip_events, tokens_drawn),
+        "summary": summary,
         "sizes_by_rank": [int(s) for s in inputs.sizes[by_size]],
+        "small_clusters": small,
         "shares_by_size_rank": {
             "random": [float(x) for x in shares.random[by_size]],
             "uniform": [float(x) for x in shares.uniform[by_size]],
@@ -455,6 +461,7 @@ def _summary(
         "largest_cluster": int(sizes.max()) if n_clusters else 0,
         "smallest_cluster": int(sizes.min()) if n_clusters else 0,
         "imbalance": float(sizes.max() / max(sizes.min(), 1)) if n_clusters else 0.0,
+        "imbalance_p90_p10": _percentile_ratio(sizes),
         "schedule_length": total,
         "epochs_equivalent": float(total / n_usable) if n_usable else 0.0,
         "tokens_drawn": tokens_drawn,
@@ -466,6 +473,15 @@ def _summary(
         "n_clipped_clusters": len(clip_events),
         "first_clip_position": clip_events[0]["position"] if clip_events else None,
     }
+
+
+def _percentile_ratio(sizes: np.ndarray) -> float:
+    """90th / 10th percentile of the non-empty cluster sizes: one outlier cluster cannot move it."""
+    nonempty = sizes[sizes > 0]
+    if not len(nonempty):
+        return 0.0
+    low, high = np.percentile(nonempty, [10, 90])
+    return float(high / max(low, 1.0))
 
 
 def _dynamics(
@@ -488,6 +504,36 @@ def _dynamics(
         "random_share_rarest_50pct": float(shares.random[r50].sum()) if inputs.n_clusters else 0.0,
         "uniform_share_rarest_10pct": float(len(r10) / n_nonempty),
         "uniform_share_rarest_50pct": float(len(r50) / n_nonempty),
+    }
+
+
+def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool) -> dict[str, Any]:
+    """The clusters the cluster stage dissolved (too small), with examples, and sizes before.
+
+    ``sizes_before_by_rank`` are the sizes of all ``requested`` clusters before
+    dissolving (largest first); equal to ``sizes_by_rank`` when nothing was dissolved
+    or the cluster stage predates dissolving.
+    """
+    entry = work.entry("cluster") or {}
+    record = entry.get("small_clusters") or {}
+    before = np.asarray(record.get("sizes_before", inputs.sizes), dtype=np.int64)
+    dissolved = [dict(d) for d in record.get("dissolved", [])]
+    texts: dict[int, dict[str, Any]] = {}
+    if dissolved and keywords_available:  # the corpus is readable (checked by _inspect)
+        from clusterclip.describe import document_texts
+
+        wanted = [i for d in dissolved for i in d.get("members", [])[:3]]
+        try:
+            texts = document_texts(work.path, wanted)
+        except (ClusterClipError, OSError):
+            texts = {}
+    for d in dissolved:
+        d["examples"] = [texts[i] for i in d.get("members", [])[:3] if i in texts]
+    return {
+        "min_cluster_size": int(record.get("min_cluster_size", 1)),
+        "requested_clusters": len(before),
+        "dissolved": dissolved,
+        "sizes_before_by_rank": [int(x) for x in np.sort(before)[::-1]],
     }
 
 

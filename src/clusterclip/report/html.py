@@ -83,6 +83,12 @@ def _summary_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
             "largest / smallest cluster",
             f"{s['largest_cluster']:,} / {s['smallest_cluster']:,} ({s['imbalance']:.1f}x)",
         ),
+        ("cluster size, 90th / 10th percentile", f"{s['imbalance_p90_p10']:.1f}x"),
+        (
+            "small clusters dissolved (fewer than min_cluster_size documents)",
+            f"{s.get('n_dissolved_clusters', 0)} ({s.get('dissolved_documents', 0):,} documents "
+            f"moved; min_cluster_size {s.get('min_cluster_size', 1)})",
+        ),
         ("distinct documents seen", _fmt(s["distinct_documents_seen"])),
         ("documents never seen", f"{s['never_seen']:,} ({s['never_seen_fraction']:.2%})"),
         ("most repeats of one document", _fmt(s["max_repeats_observed"])),
@@ -138,7 +144,61 @@ def _cluster_table(data: dict[str, Any]) -> str:
     return f"<table class=clusters>{head}{''.join(rows)}</table>{note}"
 
 
-def render_html(data: dict[str, Any], figures: dict[str, Path], captions: dict[str, str]) -> str:
+def _small_clusters_section(data: dict[str, Any]) -> str:
+    small = data.get("small_clusters") or {}
+    dissolved = small.get("dissolved") or []
+    if not dissolved:
+        threshold = small.get("min_cluster_size", 1)
+        rule = (
+            "dissolving is off (min_cluster_size 1)"
+            if threshold <= 1
+            else f"no cluster had fewer than {threshold} documents"
+        )
+        return f"<p class=muted>No small cluster was dissolved: {_esc(rule)}.</p>"
+    before = small.get("sizes_before_by_rank") or [0]
+    after = data["sizes_by_rank"] or [0]
+    intro = (
+        f"<p>The cluster stage dissolved {len(dissolved)} of {small['requested_clusters']} "
+        f"clusters with fewer than {small['min_cluster_size']} documents: their documents were "
+        "moved to the nearest kept cluster and are drawn at its rate instead of getting a "
+        "balanced share of their own (outliers, near-copies and boilerplate form such "
+        "clusters). Sizes with the small clusters: "
+        f"{len(before)} clusters, smallest {before[-1]:,}, median {_median(before):,.0f}, "
+        f"largest {before[0]:,}; without them (sampled): {len(after)} clusters, smallest "
+        f"{after[-1]:,}, median {_median(after):,.0f}, largest {after[0]:,}.</p>"
+    )
+    rows = []
+    for entry in dissolved[:MAX_TABLE_ROWS]:
+        examples = "<br>".join(
+            _esc(
+                (f"[{e['id']}] " if e.get("id") else f"[#{e['index']}] ")
+                + (e["text"] if len(e["text"]) <= 200 else e["text"][:197] + "...")
+            )
+            for e in entry.get("examples", [])
+        )
+        moved = sorted(set(entry.get("moved_to", [])))
+        rows.append(
+            f"<tr><td class=num>{entry['cluster']}</td><td class=num>{entry['size']:,}</td>"
+            f"<td>{_esc(', '.join(str(m) for m in moved))}</td><td>{examples}</td></tr>"
+        )
+    head = "<tr><th>cluster (before)</th><th>size</th><th>moved to</th><th>examples</th></tr>"
+    return f"{intro}<table class=small>{head}{''.join(rows)}</table>"
+
+
+def _median(values: list[int]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return float(
+        ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    )
+
+
+def render_html(
+    data: dict[str, Any],
+    figures: dict[str, Path],
+    captions: dict[str, str],
+    alts: dict[str, str] | None = None,
+) -> str:
     """The report page as one HTML string with the PNGs embedded.
 
     Parameters
@@ -149,6 +209,8 @@ def render_html(data: dict[str, Any], figures: dict[str, Path], captions: dict[s
         PNG file name -> path on disk, in display order.
     captions : dict
         PNG file name -> caption.
+    alts : dict, optional
+        PNG file name -> alt text (what the figure shows); the caption when missing.
 
     >>> page = render_html(data, figures, captions)  # doctest: +SKIP
     >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
@@ -163,7 +225,8 @@ def render_html(data: dict[str, Any], figures: dict[str, Path], captions: dict[s
     for name, path in figures.items():
         encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
         blocks.append(
-            f'<figure><img alt="{_esc(name)}" data-name="{_esc(name)}" '
+            f'<figure><img alt="{_esc((alts or {}).get(name) or captions.get(name, name))}" '
+            f'data-name="{_esc(name)}" '
             f'src="data:image/png;base64,{encoded}" onload="markImages()">'
             f"<figcaption>{_esc(captions.get(name, ''))}</figcaption></figure>"
         )
@@ -184,6 +247,8 @@ def render_html(data: dict[str, Any], figures: dict[str, Path], captions: dict[s
 {_esc(__version__)} &middot; every number on this page is in <code>report.json</code>.</p>
 <h2>Summary</h2>
 <table class=summary>{summary}</table>
+<h2>Small clusters</h2>
+{_small_clusters_section(data)}
 <h2>Figures</h2>
 {"".join(blocks)}
 <h2>Clusters</h2>
