@@ -345,7 +345,7 @@ def test_schedule_on_an_empty_or_missing_work_directory(tmp_path, capsys):
 @pytest.mark.slow
 def test_export_without_a_schedule(work_copy, tmp_path, capsys):
     (work_copy / "schedule.npy").unlink()
-    for fmt in ("ordered-jsonl", "sample-index", "mds"):
+    for fmt in ("ordered-jsonl", "sample-index"):
         code, _, err = call(capsys, "export", "--workdir", str(work_copy), "--format", fmt,
                             "--out", str(tmp_path / fmt))  # fmt: skip
         refused(code, err, "schedule.npy not found. Build a schedule first")
