@@ -33,6 +33,7 @@ import numpy as np
 
 from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
+from clusterclip.options import check_seed
 from clusterclip.schedule.config import (
     ScheduleConfig,
     labels_fingerprint,
@@ -228,7 +229,7 @@ class SchedulePolicy:
     on_exhausted : {"stop", "random", "error"}
         What happens when every cluster is clipped before the budget is met.
     seed : int
-        Non-negative; required.
+        In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
 
     Notes
     -----
@@ -296,14 +297,16 @@ class SchedulePolicy:
             "choices": EXHAUSTION_RULES,
         },
     )
-    seed: int = field(metadata={"help": "Seed of every random choice (non-negative; required)."})
+    seed: int = field(
+        metadata={"help": "Seed of every random choice (an int in [0, 2**63-1]; required)."}
+    )
 
     def __post_init__(self) -> None:
         # The order of the checks is the order of the messages users saw before.
         kind = POLICIES[_check_choice("policy", self.policy, tuple(POLICIES))]
         _check_choice("order", self.order, ORDERS)
         _check_choice("on_exhausted", self.on_exhausted, EXHAUSTION_RULES)
-        self._set("seed", _check_int("seed", self.seed, 0))
+        self._set("seed", check_seed(self.seed))
         if self.max_repeats is not None:
             self._set("max_repeats", _check_int("max_repeats", self.max_repeats, 1))
         self._check_budget()
