@@ -4,7 +4,7 @@ Global position ``t`` of the schedule is computed from ``(seed, t)`` and a
 handful of per-cluster counts, never from a stored history:
 
 * **online** (DESIGN.md section 2, the paper's rule): the uniform ``u_t`` is
-  element ``t % B`` of ``default_rng(SeedSequence([seed, PURPOSE_CHOICE, t // B])).random(B)``
+  element ``t % B`` of ``default_rng(seed_sequence(seed, PURPOSE_CHOICE, t // B)).random(B)``
   (``B = CHOICE_BLOCK``). It picks an active cluster: with equal active weights
   the ``min(floor(u * m), m - 1)``-th of the ``m`` active clusters (by id), else
   the first whose normalised cumulative weight exceeds ``u``. The cluster's
@@ -43,6 +43,7 @@ from clusterclip.schedule.groups import (
     PURPOSE_FALLBACK_PASS,
     PURPOSE_RANDOM_PASS,
     Groups,
+    seed_sequence,
 )
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
@@ -69,7 +70,7 @@ MIN_SEGMENT = 512
 
 def block_uniforms(seed: int, block: int) -> np.ndarray:
     """The ``CHOICE_BLOCK`` uniforms in [0, 1) of one position block."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, PURPOSE_CHOICE, block]))
+    rng = np.random.default_rng(seed_sequence(seed, PURPOSE_CHOICE, block))
     return rng.random(CHOICE_BLOCK)
 
 
@@ -93,6 +94,22 @@ def _group_by(labels: np.ndarray, table: np.ndarray) -> np.ndarray:
     return order[skipped:].astype(_member_dtype(labels.shape[0]))
 
 
+def _caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:
+    """Per group cap ``max_repeats * size`` (``NO_CAP`` where that is out of reach).
+
+    Returns the caps and the draws before every group is clipped, or None when
+    no cap can end the schedule (no clip, or one of at least ``NO_CAP`` draws: no
+    schedule is that long). Exact for any ``max_repeats``: nothing overflows.
+    """
+    if max_repeats is None:
+        return np.full(len(sizes), NO_CAP, dtype=np.int64), None
+    repeats = min(int(max_repeats), NO_CAP)
+    reach = NO_CAP // sizes  # the largest R whose cap stays below NO_CAP
+    caps = np.where(repeats <= reach, np.minimum(repeats, reach) * sizes, NO_CAP)
+    total = repeats * int(sizes.sum())  # == sum(caps) unless some cap is NO_CAP
+    return caps, (total if total < NO_CAP else None)
+
+
 class Prepared:
     """Arrays derived once from validated (labels, lengths, config) and the policy.
 
@@ -109,8 +126,10 @@ class Prepared:
         Cluster id of every group (-1 for the corpus group).
     weights, caps : ndarray
         Draw weight and cap (``max_repeats * size``, or ``NO_CAP``) per group.
+    capped : bool
+        Whether any cap can be reached (else the schedule is the uncapped one).
     capped_total : int or None
-        Draws available before every group is clipped (None if no cap).
+        Draws available before every group is clipped (None if no cap ends the schedule).
     """
 
     def __init__(
@@ -147,13 +166,8 @@ class Prepared:
                 members, sizes, self.cluster_ids, seed=seed, purpose=PURPOSE_CLUSTER_PASS
             )
             self.weights = by_label[self.cluster_ids]
-        sizes = self.groups.sizes
-        if config.max_repeats is None:
-            self.caps = np.full(len(sizes), NO_CAP, dtype=np.int64)
-            self.capped_total = None
-        else:
-            self.caps = sizes * config.max_repeats
-            self.capped_total = int(self.caps.sum())
+        self.caps, self.capped_total = _caps(self.groups.sizes, config.max_repeats)
+        self.capped = bool((self.caps < NO_CAP).any())
         self._fallback: Groups | None = None
         self.group_tokens = None
         if lengths is not None:
@@ -347,11 +361,12 @@ class ScheduleStream:
         prep = self.prep
         if self.planned is not None:
             return prep.groups.tokens_of_first(self.planned.plan, prep.lengths)
-        return int((prep.group_tokens * self.config.max_repeats).sum())
+        # Finite capped_total: every cap is max_repeats * size. Python ints: exact.
+        return int(self.config.max_repeats) * int(prep.group_tokens.sum())
 
     def _plan(self) -> np.ndarray:
         prep, config = self.prep, self.prep.config
-        caps = None if config.max_repeats is None else prep.caps
+        caps = prep.caps if prep.capped else None
         if config.num_samples is not None:
             return plan_draws(prep.weights, caps, config.num_samples)
         # Token budget: smallest T whose plan's *expected* tokens (mean length
@@ -360,14 +375,15 @@ class ScheduleStream:
         # cumulative tokens reach the budget, as for the online order.
         budget = config.num_tokens
         means = prep.group_tokens / prep.groups.sizes
-        high = prep.capped_total if prep.capped_total is not None else None
+        high = prep.capped_total
         if high is not None and float(plan_draws(prep.weights, caps, high) @ means) < budget:
             return plan_draws(prep.weights, caps, high)
+        limit = NO_CAP if high is None else high  # no schedule is longer than NO_CAP
         low, upper = 1, 1
         while float(plan_draws(prep.weights, caps, upper) @ means) < budget:
             low, upper = upper, upper * 2
-            if high is not None and upper >= high:
-                upper = high
+            if upper >= limit:
+                upper = limit
                 break
         while low < upper:
             middle = (low + upper) // 2
@@ -380,11 +396,9 @@ class ScheduleStream:
         while True:
             plan = plan_draws(prep.weights, caps, total)
             exact = prep.groups.tokens_of_first(plan, prep.lengths)
-            if exact >= budget or (high is not None and total >= high):
+            if exact >= budget or total >= limit:
                 return plan
-            total += int(math.ceil((budget - exact) / mean_all)) + 1
-            if high is not None:
-                total = min(total, high)
+            total = min(limit, total + int(math.ceil((budget - exact) / mean_all)) + 1)
 
     # -- streaming --------------------------------------------------------
     def _cluster_part(

@@ -11,6 +11,11 @@ The permutation of pass ``p`` is regenerated on demand from
 ``(seed, purpose, key, p // P)`` where one *chunk* holds ``P`` passes: tiny
 clusters with thousands of passes would otherwise need one generator per pass.
 Nothing about the draw history is stored: a group's state is its draw count.
+
+Every ``SeedSequence`` of the schedule is made by :func:`seed_sequence`, which
+feeds numpy one 32-bit word per part when every part fits in 32 bits (the
+words of ``SCHEDULE_VERSION`` 1) and a fixed-width layout otherwise, so that
+two different ``(seed, purpose, parts)`` never share entropy.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ __all__ = [
     "PURPOSE_RANDOM_PASS",
     "Groups",
     "chunk_permutations",
+    "entropy_words",
     "passes_per_chunk",
+    "seed_sequence",
 ]
 
 # Purpose codes: the second word of every SeedSequence, so that streams drawn
@@ -38,12 +45,46 @@ PURPOSE_RANDOM_PASS = 3  # pass permutations of the corpus, policy="random"
 PURPOSE_FALLBACK_PASS = 4  # pass permutations of the corpus after exhaustion
 PURPOSE_PHASE = 5  # phases of the planned order
 
+#: Second word of the wide layout of :func:`entropy_words` (never a purpose code).
+_WIDE = 0xFFFFFFFF
+_WORD = 2**32
+
 #: Positions per cluster-choice block: block b's uniforms come from
 #: SeedSequence([seed, PURPOSE_CHOICE, b]). Part of SCHEDULE_VERSION.
 CHOICE_BLOCK = 65536
 
 #: A permutation chunk holds at least this many draws (ceil(C / size) passes).
 PERMUTATION_CHUNK = 2048
+
+
+def entropy_words(seed: int, purpose: int, *parts: int) -> list[int]:
+    """The 32-bit words a schedule ``SeedSequence`` is made from.
+
+    ``[seed, purpose, *parts]`` when all of them are below ``2**32`` (the
+    layout every schedule has used; numpy reads one word per number). Any
+    larger number (a seed in ``[2**32, 2**63)``, a cluster id or chunk beyond
+    32 bits) switches to the wide layout ``[seed_low, 0xFFFFFFFF, seed_high,
+    purpose, part_low, part_high, ...]``: its second word is never a purpose
+    code and its length is fixed per purpose, so no two inputs share words
+    (numpy would read a large seed as two words, which can spell a small seed
+    followed by other parts).
+
+    >>> entropy_words(7, PURPOSE_CHOICE, 3)
+    [7, 1, 3]
+    >>> entropy_words(2**32 + 7, PURPOSE_CHOICE, 3)
+    [7, 4294967295, 1, 1, 3, 0]
+    """
+    if seed < _WORD and all(part < _WORD for part in parts):
+        return [seed, purpose, *parts]
+    words = [seed % _WORD, _WIDE, seed // _WORD, purpose]
+    for part in parts:
+        words += [part % _WORD, part // _WORD]
+    return words
+
+
+def seed_sequence(seed: int, purpose: int, *parts: int) -> np.random.SeedSequence:
+    """``SeedSequence(entropy_words(seed, purpose, *parts))``: every schedule stream starts here."""
+    return np.random.SeedSequence(entropy_words(seed, purpose, *parts))
 
 
 def passes_per_chunk(size: int) -> int:
@@ -74,7 +115,7 @@ def chunk_permutations(seed: int, purpose: int, key: int, chunk: int, size: int)
     n_passes = passes_per_chunk(size)
     if size == 1:  # the only permutation of one member: no randomness to draw
         return np.zeros((n_passes, 1), dtype=np.int64)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
+    rng = np.random.default_rng(seed_sequence(seed, purpose, key, chunk))
     if n_passes == 1:
         return rng.permutation(size)[None, :]
     return rng.permuted(np.tile(np.arange(size, dtype=np.int64), (n_passes, 1)), axis=1)

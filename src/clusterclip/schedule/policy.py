@@ -37,6 +37,7 @@ from clusterclip.options import check_seed
 from clusterclip.schedule.config import (
     ScheduleConfig,
     labels_fingerprint,
+    schedule_version_for,
     validate_labels,
     validate_lengths,
 )
@@ -433,6 +434,7 @@ class SchedulePolicy:
                 lengths_fingerprint=None
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
+                schedule_version=schedule_version_for(self.seed),
             ),
         )
 
