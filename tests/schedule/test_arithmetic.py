@@ -25,7 +25,10 @@ from clusterclip.schedule.groups import (
     PURPOSE_FALLBACK_PASS,
     PURPOSE_PHASE,
     PURPOSE_RANDOM_PASS,
+    _generators,
+    chunk_permutations,
     entropy_words,
+    pcg64_seeds,
     seed_sequence,
 )
 from clusterclip.schedule.planned import planned_phases
@@ -219,6 +222,32 @@ def test_pinned_stream_of_a_seed_past_32_bits():
 
 
 PINNED_WIDE = [11, 28, 12, 15, 21, 4, 20, 9, 8, 14, 15, 22]
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=10), st.integers(1, 5))
+def test_bulk_seed_states_equal_numpy_seed_sequence(words, rows):
+    block = np.array([words] * rows, dtype=np.uint32)
+    block[:, 0] = (block[:, 0] + np.arange(rows, dtype=np.uint32)) % np.uint32(2**32 - 1)
+    got = pcg64_seeds(block)
+    for row, state in zip(block, got, strict=True):
+        want = np.random.SeedSequence([int(w) for w in row]).generate_state(4, np.uint64)
+        assert np.array_equal(state, want)
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, SEED_MAX),
+    keys=st.lists(st.integers(0, 2**41), min_size=1, max_size=4),
+    chunk=st.integers(0, 3),
+    size=st.integers(2, 40),
+)
+def test_bulk_generators_equal_the_reference_permutations(seed, keys, chunk, size):
+    generators = _generators(seed, PURPOSE_CLUSTER_PASS, np.array(keys), np.full(len(keys), chunk))
+    for key, rng in zip(keys, generators, strict=True):
+        reference = chunk_permutations(seed, PURPOSE_CLUSTER_PASS, key, chunk, size, rows=2)
+        got = np.stack([rng.permutation(size), rng.permutation(size)])
+        assert np.array_equal(got, reference)
 
 
 def test_iterate_accepts_the_largest_seed():

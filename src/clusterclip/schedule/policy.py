@@ -112,21 +112,29 @@ class Policy:
         return max_repeats if self.clips else None
 
     def cluster_weights(
-        self, sizes: np.ndarray, alpha: float | None, custom: tuple[float, ...] | None
+        self,
+        sizes: np.ndarray,
+        alpha: float | None,
+        custom: tuple[float, ...] | None,
+        *,
+        cluster_ids: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Draw weight of every cluster id (float64, shape (K,)).
+        """Draw weight of every listed cluster (float64, shape (K,)).
 
         Parameters
         ----------
         sizes : ndarray of int, shape (K,)
-            Documents per cluster id (0 for an empty id).
+            Documents per cluster (0 for an empty one).
         alpha : float or None
             The temperature exponent (policies with ``accepts_alpha`` only).
         custom : tuple of float or None
             The validated ``cluster_weights`` (one per cluster id), if given.
+        cluster_ids : ndarray of int, shape (K,), optional
+            The id of each listed cluster (indexes ``custom``); default ``0 .. K-1``.
         """
         if custom is not None:
-            return np.asarray(custom, dtype=np.float64)
+            weights = np.asarray(custom, dtype=np.float64)
+            return weights if cluster_ids is None else weights[cluster_ids]
         return np.ones(sizes.shape[0])
 
 
@@ -144,9 +152,14 @@ class TemperaturePolicy(Policy):
     """Clusters weighted by ``|C_k| ** alpha`` (0 = uniform, 1 = natural sizes)."""
 
     def cluster_weights(
-        self, sizes: np.ndarray, alpha: float | None, custom: tuple[float, ...] | None
+        self,
+        sizes: np.ndarray,
+        alpha: float | None,
+        custom: tuple[float, ...] | None,
+        *,
+        cluster_ids: np.ndarray | None = None,
     ) -> np.ndarray:
-        """``|C_k| ** alpha`` per cluster id (0 for empty ids); see :meth:`Policy.cluster_weights`."""
+        """``|C_k| ** alpha`` per cluster (0 for empty ones); see :meth:`Policy.cluster_weights`."""
         alpha = float(alpha)  # type: ignore[arg-type]  # validated: required by this policy
         # Python's float power, one per cluster: identical on every machine
         # and to the oracle (numpy's SIMD power may differ in the last bit).
@@ -202,6 +215,19 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
         listed = ", ".join(repr(c) for c in choices)
         raise invalid(name, f"one of {listed}", value)
     return value
+
+
+def _collect(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarray:
+    """The concatenated blocks; into one array when the length is known (no second copy)."""
+    if length is None:
+        parts = list(blocks)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    out = np.empty(length, dtype=np.int64)
+    filled = 0
+    for block in blocks:
+        out[filled : filled + block.size] = block
+        filled += block.size
+    return out if filled == length else out[:filled].copy()
 
 
 def _listed(names: list[str]) -> str:
@@ -507,9 +533,7 @@ class SchedulePolicy:
         4
         """
         stream = self.stream(labels, lengths)
-        parts = list(stream.blocks(0))
-        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return materialise(stream, indices)
+        return materialise(stream, _collect(stream.blocks(0), stream.end))
 
     def iterate(
         self, labels: Any, lengths: Any = None, *, start: int = 0, block_size: int = 65536
