@@ -53,6 +53,22 @@ def _rarest(order_by_size_ascending: np.ndarray, fraction: float) -> np.ndarray:
     return order_by_size_ascending[:count]
 
 
+def _clip_targets(max_repeats: int, sizes: np.ndarray, total: int) -> np.ndarray:
+    """``max_repeats * sizes``, or ``total + 1`` (never reached) where that exceeds ``total``.
+
+    Exact for any ``max_repeats`` (a Python int past int64 included): nothing overflows.
+
+    >>> _clip_targets(10**30, np.array([0, 2, 5]), 12).tolist()
+    [0, 13, 13]
+    >>> _clip_targets(2, np.array([0, 2, 5]), 12).tolist()
+    [0, 4, 10]
+    """
+    reach = total // np.maximum(sizes, 1)  # the largest R whose R * size fits in the schedule
+    repeats = min(int(max_repeats), total + 1)
+    targets = np.where(repeats <= reach, np.minimum(repeats, reach) * sizes, total + 1)
+    return np.where(sizes > 0, targets, 0)
+
+
 def _clip_positions(
     indices: np.ndarray, labels: np.ndarray, targets: np.ndarray, n_clusters: int
 ) -> np.ndarray:
@@ -173,7 +189,9 @@ def compute_report_data(
 
     clip_positions = np.full(n_clusters, -1, dtype=np.int64)
     if clip_cap is not None and n_clusters:
-        clip_positions = _clip_positions(indices, labels, clip_cap * sizes, n_clusters)
+        clip_positions = _clip_positions(
+            indices, labels, _clip_targets(clip_cap, sizes, total), n_clusters
+        )
     for s in range(n_slices):
         # Clusters still drawable at the start of the slice (not yet clipped).
         slice_active[s] = int(((clip_positions < 0) | (clip_positions >= slice_edges[s])).sum())
