@@ -75,7 +75,7 @@ class RunOptions:
     """
 
     seed: int = option(
-        0, "Seed of every random choice (tfidf fit, k-means, schedule).", kind="int", minimum=0
+        0, "Seed of every random choice (tfidf fit, k-means, schedule).", kind="seed"
     )
     engine: str = option(
         "local",

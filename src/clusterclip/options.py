@@ -17,7 +17,8 @@ Field metadata
 --------------
 ``help``      one line shown in ``--help`` and the docs table (required)
 ``kind``      ``str``, ``int``, ``float``, ``bool``, ``int_or_none`` (``none``/``inf``
-              mean None), ``list_float`` (TOML only); default ``str``
+              mean None), ``list_float`` (TOML only), ``seed`` (an int in
+              [0, 2**63-1], see :func:`check_seed`); default ``str``
 ``choices``   allowed values
 ``minimum``   smallest allowed number
 ``above``     the number must be greater than this (an open bound, e.g. ``epochs > 0``)
@@ -37,14 +38,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterclip.errors import ClusterClipError, invalid, none_word, spelled_as_flags
+from clusterclip.errors import ClusterClipError, hint, invalid, none_word, spelled_as_flags
 
 __all__ = [
+    "SEED_MAX",
     "add_flags",
     "check_fields",
+    "check_seed",
     "flag_names",
     "from_args",
     "from_mapping",
@@ -54,6 +58,10 @@ __all__ = [
 ]
 
 _NONE_WORDS = ("none", "inf", "infinity")
+
+#: Largest seed: every seed of every stage is an int in [0, SEED_MAX] (int64's range),
+#: and no two of them give the same random streams.
+SEED_MAX = 2**63 - 1
 
 
 def option(
@@ -102,6 +110,26 @@ def flag_names(*classes: Any) -> dict[str, str]:
 # --------------------------------------------------------------------------- validation
 
 
+def check_seed(value: Any, name: str = "seed") -> int:
+    """Return ``value`` as a seed (an int in [0, 2**63-1]) or raise the standard error.
+
+    The one definition of a valid seed, for every stage and the run-wide
+    ``seed``. Every seed in the range is its own stream: none is read modulo
+    2**32 or gives the same draws as another.
+
+    >>> check_seed(2**40)
+    1099511627776
+    >>> check_seed(2**63)
+    Traceback (most recent call last):
+    ...
+    clusterclip.errors.ClusterClipError: `seed` must be an int in [0, 2**63-1]; got 9223372036854775808. Pass e.g. seed=0.
+    """
+    is_int = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not is_int or not 0 <= value <= SEED_MAX:
+        raise invalid(name, "an int in [0, 2**63-1]", value, f"Pass e.g. {hint(name, 0)}.")
+    return int(value)
+
+
 def parse_repeats(text: str) -> int | None:
     """Parse a repetition cap: an int, or ``none`` / ``inf`` / ``infinity`` for no cap.
 
@@ -121,6 +149,8 @@ def parse_repeats(text: str) -> int | None:
 def _rule(field: dataclasses.Field) -> str:
     kind = field.metadata.get("kind", "str")
     minimum = field.metadata.get("minimum")
+    if kind == "seed":
+        return "an int in [0, 2**63-1]"
     above = field.metadata.get("above")
     unbounded = f" or {none_word()} (no limit)" if kind == "int_or_none" else ""
     if kind in ("int", "int_or_none", "float") and (minimum is not None or above is not None):
@@ -144,6 +174,8 @@ def _check_one(field: dataclasses.Field, value: Any) -> Any:
     if value is None and (_default(field) is None or field.metadata.get("kind") == "int_or_none"):
         return None
     kind = field.metadata.get("kind", "str")
+    if kind == "seed":
+        return check_seed(value, field.name)
     if kind == "int_or_none" and isinstance(value, str) and value.strip().lower() in _NONE_WORDS:
         return None
     is_int = isinstance(value, int) and not isinstance(value, bool)
@@ -272,7 +304,9 @@ def add_flags(
         if kind == "bool":
             parser.add_argument(_flag(field), action="store_const", const=not default, **common)
             continue
-        parse = {"int": int, "float": float, "str": str, "int_or_none": parse_repeats}[kind]
+        parse = {"int": int, "seed": int, "float": float, "str": str, "int_or_none": parse_repeats}[
+            kind
+        ]
         choices = field.metadata.get("choices")
         parser.add_argument(
             _flag(field),
@@ -305,7 +339,10 @@ def options_table(sections: Mapping[str, Any], *, exclude: Iterable[str] = ()) -
             if key in skipped:
                 continue
             flag = f"`{_flag(field)}`" if field.metadata.get("cli", True) else "TOML only"
-            kind = field.metadata.get("kind", "str").replace("_", " ")
+            kind = {"seed": "int"}.get(
+                field.metadata.get("kind", "str"), field.metadata.get("kind", "str")
+            )
+            kind = kind.replace("_", " ")
             if field.metadata.get("choices"):
                 kind = " \\| ".join(f"`{c}`" for c in field.metadata["choices"])
             default = _default(field)

@@ -148,3 +148,26 @@ def test_schedule_cli_errors(tmp_path, skewed_labels, capsys):
     assert code == 0
     text = capsys.readouterr().out
     assert "NOT met" in text and "warning        clusterclip: the budget" in text
+
+
+def test_schedule_from_npy_with_sparse_ids(tmp_path, skewed_labels, capsys):
+    """Cluster ids up to 2**31 (hashes, say): the summary counts the clusters present."""
+    ids = np.sort(np.random.default_rng(0).choice(2**31, size=12, replace=False))
+    sparse = np.where(skewed_labels >= 0, ids[np.maximum(skewed_labels, 0)], -1)
+    np.save(tmp_path / "labels.npy", sparse)
+    out = tmp_path / "schedule.npy"
+    args = ["schedule", "--labels", str(tmp_path / "labels.npy"), "--out", str(out)]
+    assert main([*args, "--max-repeats", "3", "--num-samples", "2000", "--seed", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "clusters       12 (sizes 1..511" in text and "clipped" in text
+    assert Schedule.load(out).stats.cluster_ids.tolist() == ids.tolist()
+
+
+def test_schedule_seed_out_of_range_names_the_flag(tmp_path, skewed_labels, capsys):
+    np.save(tmp_path / "labels.npy", skewed_labels)
+    args = ["schedule", "--labels", str(tmp_path / "labels.npy"), "--out", str(tmp_path / "s")]
+    assert main([*args, "--num-samples", "10", "--seed", str(2**63)]) == 2
+    assert (
+        "`--seed` must be an int in [0, 2**63-1]; got 9223372036854775808"
+        in capsys.readouterr().err
+    )

@@ -124,8 +124,8 @@ def test_alpha_missing_or_misplaced():
             "ignore",
             r"`on_exhausted` must be one of 'stop', 'random', 'error'; got 'ignore'",
         ),
-        ("seed", -1, r"`seed` must be an int in \[0, inf\); got -1"),
-        ("seed", None, r"`seed` must be an int in \[0, inf\); got None"),
+        ("seed", -1, r"`seed` must be an int in \[0, 2\*\*63-1\]; got -1\. Pass e\.g\. seed=0\."),
+        ("seed", None, r"`seed` must be an int in \[0, 2\*\*63-1\]; got None"),
     ],
 )
 def test_unknown_choices(name, value, message):

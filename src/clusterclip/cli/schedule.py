@@ -167,7 +167,10 @@ def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> 
 
     stats, config = schedule.stats, schedule.config
     usable = labels >= 0
-    sizes = np.bincount(labels[usable])
+    # Sizes aligned with the statistics' clusters (every id, or only those present for sparse ids).
+    sizes = np.bincount(
+        np.searchsorted(stats.cluster_ids, labels[usable]), minlength=stats.cluster_ids.size
+    )
     present = np.flatnonzero(sizes)
     n_usable = int(usable.sum())
     lines = [f"clusterclip schedule: wrote {out} (+ {out.with_suffix('.json').name})"]

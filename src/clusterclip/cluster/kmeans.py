@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import invalid
+from clusterclip.options import check_seed
 
 __all__ = ["KMeans", "assign", "assign_matrix", "k_means"]
 
@@ -348,7 +349,7 @@ class KMeans:
         from clusterclip.cluster.seeding import INITS
 
         _check_int("n_clusters", self.n_clusters, 1, "Pass n_clusters=2 or more.")
-        _check_int("seed", self.seed, 0, "Pass an int such as seed=0.")
+        check_seed(self.seed)
         _check_int("n_iter", self.n_iter, 1, "Pass n_iter=20 (the default) or more.")
         _check_int(
             "max_points_per_centroid",

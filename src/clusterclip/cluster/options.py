@@ -26,9 +26,7 @@ class ClusterOptions:
         kind="int",
         minimum=1,
     )
-    seed: int = option(
-        0, "Seed of the fit sample, the seeding and the splits.", kind="int", minimum=0
-    )
+    seed: int = option(0, "Seed of the fit sample, the seeding and the splits.", kind="seed")
     n_iter: int = option(20, "Lloyd iterations.", kind="int", minimum=1)
     max_points_per_centroid: int = option(
         256, "Fit on at most this many documents per cluster.", kind="int", minimum=1

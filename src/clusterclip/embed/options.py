@@ -70,7 +70,7 @@ class EmbedOptions:
         "Let the model run its own Python code (e.g. jina-embeddings-v2; only models you trust).",
         kind="bool",
     )
-    seed: int = option(0, "Seed of the tfidf sample and SVD.", kind="int", minimum=0)
+    seed: int = option(0, "Seed of the tfidf sample and SVD.", kind="seed")
 
     def __post_init__(self) -> None:
         check_fields(self)

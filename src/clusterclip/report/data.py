@@ -54,6 +54,22 @@ def _rarest(order_by_size_ascending: np.ndarray, fraction: float) -> np.ndarray:
     return order_by_size_ascending[:count]
 
 
+def _clip_targets(max_repeats: int, sizes: np.ndarray, total: int) -> np.ndarray:
+    """``max_repeats * sizes``, or ``total + 1`` (never reached) where that exceeds ``total``.
+
+    Exact for any ``max_repeats`` (a Python int past int64 included): nothing overflows.
+
+    >>> _clip_targets(10**30, np.array([0, 2, 5]), 12).tolist()
+    [0, 13, 13]
+    >>> _clip_targets(2, np.array([0, 2, 5]), 12).tolist()
+    [0, 4, 10]
+    """
+    reach = total // np.maximum(sizes, 1)  # the largest R whose R * size fits in the schedule
+    repeats = min(int(max_repeats), total + 1)
+    targets = np.where(repeats <= reach, np.minimum(repeats, reach) * sizes, total + 1)
+    return np.where(sizes > 0, targets, 0)
+
+
 def _clip_positions(
     indices: np.ndarray, labels: np.ndarray, targets: np.ndarray, n_clusters: int
 ) -> np.ndarray:
@@ -332,7 +348,7 @@ def _cluster_clip_positions(inputs: _Inputs) -> np.ndarray:
     """Schedule position of each cluster's clip event (-1: never clipped, or no cap)."""
     if inputs.clip_cap is None or not inputs.n_clusters:
         return np.full(inputs.n_clusters, -1, dtype=np.int64)
-    targets = inputs.clip_cap * inputs.sizes
+    targets = _clip_targets(inputs.clip_cap, inputs.sizes, len(inputs.indices))
     return _clip_positions(inputs.indices, inputs.labels, targets, inputs.n_clusters)
 
 

@@ -117,7 +117,7 @@ def build_schedule(
     on_exhausted : {"stop", "random", "error"}
         What happens when every cluster is clipped before the budget is met.
     seed : int
-        Non-negative; required.
+        In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
 
     Returns
     -------

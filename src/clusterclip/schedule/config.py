@@ -24,14 +24,31 @@ __all__ = [
     "SCHEDULE_VERSION",
     "ScheduleConfig",
     "labels_fingerprint",
+    "schedule_version_for",
     "validate_labels",
     "validate_lengths",
 ]
 
 #: Version of the draw rule. Any change that alters the sequence produced for
 #: a given (labels, config, seed) must bump it: saved schedules and sampler
-#: checkpoints record it and refuse to mix versions.
-SCHEDULE_VERSION = 1
+#: checkpoints record it and refuse to mix versions. Version 2 changed only the
+#: streams of seeds >= 2**32 (which aliased smaller seeds' streams in version 1);
+#: see :func:`schedule_version_for`.
+SCHEDULE_VERSION = 2
+
+
+def schedule_version_for(seed: int) -> int:
+    """The draw-rule version a schedule with ``seed`` records.
+
+    A seed below 2**32 draws exactly what it drew under version 1, and records
+    1, so its saved schedules and checkpoints stay valid; a larger seed records
+    the current version, so that a checkpoint of its old (aliased) stream is
+    refused instead of resumed into a different one.
+
+    >>> schedule_version_for(0), schedule_version_for(2**32)
+    (1, 2)
+    """
+    return 1 if seed < 2**32 else SCHEDULE_VERSION
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Global position ``t`` of the schedule is computed from ``(seed, t)`` and a
 handful of per-cluster counts, never from a stored history:
 
 * **online** (DESIGN.md section 2, the paper's rule): the uniform ``u_t`` is
-  element ``t % B`` of ``default_rng(SeedSequence([seed, PURPOSE_CHOICE, t // B])).random(B)``
+  element ``t % B`` of ``default_rng(seed_sequence(seed, PURPOSE_CHOICE, t // B)).random(B)``
   (``B = CHOICE_BLOCK``). It picks an active cluster: with equal active weights
   the ``min(floor(u * m), m - 1)``-th of the ``m`` active clusters (by id), else
   the first whose normalised cumulative weight exceeds ``u``. The cluster's
@@ -43,6 +43,8 @@ from clusterclip.schedule.groups import (
     PURPOSE_FALLBACK_PASS,
     PURPOSE_RANDOM_PASS,
     Groups,
+    seed_sequence,
+    window_passes,
 )
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
@@ -69,7 +71,7 @@ MIN_SEGMENT = 512
 
 def block_uniforms(seed: int, block: int) -> np.ndarray:
     """The ``CHOICE_BLOCK`` uniforms in [0, 1) of one position block."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, PURPOSE_CHOICE, block]))
+    rng = np.random.Generator(np.random.PCG64(seed_sequence(seed, PURPOSE_CHOICE, block)))
     return rng.random(CHOICE_BLOCK)
 
 
@@ -78,19 +80,109 @@ def _member_dtype(n_documents: int) -> type:
     return np.int32 if n_documents < 2**31 else np.int64
 
 
-def _group_by(labels: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Document ids grouped by ``table[label]`` (-1 = skip), ascending inside groups.
+#: Labels are read this many at a time, so that no temporary is as large as them.
+_LABEL_CHUNK = 2**20
 
-    ``table`` maps label + 1 to a group index (entry 0: negative labels).
+
+def _label_chunks(labels: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    for start in range(0, labels.shape[0], _LABEL_CHUNK):
+        yield start, labels[start : start + _LABEL_CHUNK]
+
+
+def _is_dense(labels: np.ndarray, max_label: int) -> bool:
+    """Whether per-id tables (``max_label + 1`` entries) cost no more than the labels."""
+    return max_label < max(labels.shape[0], 1024)
+
+
+def _present_clusters(labels: np.ndarray, max_label: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ascending ids of the non-empty clusters and their sizes (int64, shape (K,)).
+
+    Memory O(K) beyond the labels for sparse ids (a sort of the labels, read in
+    chunks), O(max_label) for dense ones (a count per id).
     """
-    key_type = np.int16 if table.max() < 2**15 - 1 else np.int32
-    index = np.maximum(labels, -1)
-    index += 1
-    keys = table.astype(key_type)[index]
-    del index
-    order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
-    skipped = int(np.count_nonzero(keys < 0))
-    return order[skipped:].astype(_member_dtype(labels.shape[0]))
+    if _is_dense(labels, max_label):
+        counts = np.zeros(max_label + 1, dtype=np.int64)
+        for _, part in _label_chunks(labels):
+            counts += np.bincount(part[part >= 0], minlength=max_label + 1)
+        ids = np.flatnonzero(counts)
+        return ids.astype(np.int64), counts[ids]
+    ids = np.zeros(0, dtype=np.int64)
+    sizes = np.zeros(0, dtype=np.int64)
+    for _, part in _label_chunks(labels):
+        found, tally = np.unique(part[part >= 0], return_counts=True)
+        merged = np.concatenate([ids, found])
+        ids, inverse = np.unique(merged, return_inverse=True)
+        sizes = np.bincount(inverse, weights=np.concatenate([sizes, tally]), minlength=ids.size)
+        sizes = sizes.astype(np.int64)
+    return ids, sizes
+
+
+class _GroupOf:
+    """Group index of labels (-1: negative label or cluster not drawn), dense or sparse ids."""
+
+    def __init__(self, group_ids: np.ndarray, max_label: int, dense: bool) -> None:
+        self.group_ids = group_ids
+        self.table = None
+        if dense:  # label + 1 -> group
+            self.table = np.full(max_label + 2, -1, dtype=np.int64)
+            self.table[group_ids + 1] = np.arange(group_ids.size)
+
+    def __call__(self, part: np.ndarray) -> np.ndarray:
+        if self.table is not None:
+            return self.table[np.maximum(part, -1) + 1]
+        where = np.minimum(np.searchsorted(self.group_ids, part), self.group_ids.size - 1)
+        return np.where(self.group_ids[where] == part, where, -1)
+
+
+#: Documents per group are sorted as ``group << _DOC_BITS | document`` (one int64 sort).
+_DOC_BITS = 34
+
+
+def _members_by_group(labels: np.ndarray, group_of: _GroupOf) -> np.ndarray:
+    """Document ids grouped by group index, ascending inside groups (others left out).
+
+    Fewer than 2**15 - 1 groups: a stable radix sort of int16 group indices;
+    more: one sort of ``group << 34 | document`` (several times faster than a
+    stable sort of int32 keys). Memory: N int64 plus the result, beyond the labels.
+    """
+    n = labels.shape[0]
+    n_groups = group_of.group_ids.size
+    member_type = _member_dtype(n)
+    if n_groups < 2**15 - 1 or n >= 2**_DOC_BITS or n_groups >= 2 ** (62 - _DOC_BITS):
+        keys = np.empty(n, dtype=np.int16 if n_groups < 2**15 - 1 else np.int64)
+        for start, part in _label_chunks(labels):
+            keys[start : start + part.size] = group_of(part)
+        order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
+        skipped = int(np.count_nonzero(keys < 0))
+        return order[skipped:].astype(member_type)
+    packed = np.empty(n, dtype=np.int64)
+    for start, part in _label_chunks(labels):
+        packed[start : start + part.size] = group_of(part) << _DOC_BITS
+        packed[start : start + part.size] |= np.arange(start, start + part.size)
+    packed.sort()
+    skipped = int(np.searchsorted(packed, 0))  # negative: no group
+    members = np.empty(n - skipped, dtype=member_type)
+    low = (1 << _DOC_BITS) - 1
+    for start in range(0, members.size, _LABEL_CHUNK):
+        chunk = packed[skipped + start : skipped + start + _LABEL_CHUNK]
+        members[start : start + chunk.size] = chunk & low
+    return members
+
+
+def _caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:
+    """Per group cap ``max_repeats * size`` (``NO_CAP`` where that is out of reach).
+
+    Returns the caps and the draws before every group is clipped, or None when
+    no cap can end the schedule (no clip, or one of at least ``NO_CAP`` draws: no
+    schedule is that long). Exact for any ``max_repeats``: nothing overflows.
+    """
+    if max_repeats is None:
+        return np.full(len(sizes), NO_CAP, dtype=np.int64), None
+    repeats = min(int(max_repeats), NO_CAP)
+    reach = NO_CAP // sizes  # the largest R whose cap stays below NO_CAP
+    caps = np.where(repeats <= reach, np.minimum(repeats, reach) * sizes, NO_CAP)
+    total = repeats * int(sizes.sum())  # == sum(caps) unless some cap is NO_CAP
+    return caps, (total if total < NO_CAP else None)
 
 
 class Prepared:
@@ -100,6 +192,10 @@ class Prepared:
     named by ``config.policy``: it gives the cluster weights and whether the
     documents form one corpus group.
 
+    Memory is O(N + K) in the documents and the clusters *present*, whatever
+    their ids: groups are numbered densely (ascending cluster id) and keep
+    their cluster id only where randomness is keyed by it.
+
     Attributes
     ----------
     groups : Groups
@@ -107,10 +203,15 @@ class Prepared:
         corpus group of ``policy="random"``.
     cluster_ids : ndarray of int64
         Cluster id of every group (-1 for the corpus group).
+    stats_ids : ndarray of int64
+        The cluster ids the statistics are reported for: every id
+        ``0..max_label`` for dense labels, the non-empty clusters otherwise.
     weights, caps : ndarray
         Draw weight and cap (``max_repeats * size``, or ``NO_CAP``) per group.
+    capped : bool
+        Whether any cap can be reached (else the schedule is the uncapped one).
     capped_total : int or None
-        Draws available before every group is clipped (None if no cap).
+        Draws available before every group is clipped (None if no cap ends the schedule).
     """
 
     def __init__(
@@ -124,36 +225,36 @@ class Prepared:
         self.policy = policy
         self.labels = labels
         self.lengths = lengths
-        self.n_labels = int(labels.max()) + 1
-        counts = np.bincount(labels[labels >= 0], minlength=self.n_labels)
+        max_label = int(labels.max())
+        present, counts = _present_clusters(labels, max_label)
+        self.stats_ids = (
+            np.arange(max_label + 1, dtype=np.int64) if _is_dense(labels, max_label) else present
+        )
         seed = config.seed
         if policy.single_group:
             members = np.flatnonzero(labels >= 0).astype(_member_dtype(labels.shape[0]))
             sizes = np.array([members.size], dtype=np.int64)
             self.cluster_ids = np.array([-1], dtype=np.int64)
-            self.groups = Groups(
-                members, sizes, np.zeros(1, np.int64), seed=seed, purpose=PURPOSE_RANDOM_PASS
-            )
             self.weights = np.ones(1)
+            keys = np.zeros(1, np.int64)
+            purpose = PURPOSE_RANDOM_PASS
         else:
-            by_label = policy.cluster_weights(counts, config.alpha, config.cluster_weights)
-            drawn = (counts > 0) & (by_label > 0)
-            self.cluster_ids = np.flatnonzero(drawn).astype(np.int64)
-            table = np.full(self.n_labels + 1, -1, dtype=np.int64)
-            table[self.cluster_ids + 1] = np.arange(self.cluster_ids.size)
-            members = _group_by(labels, table)
-            sizes = counts[self.cluster_ids].astype(np.int64)
-            self.groups = Groups(
-                members, sizes, self.cluster_ids, seed=seed, purpose=PURPOSE_CLUSTER_PASS
+            weights = policy.cluster_weights(
+                counts, config.alpha, config.cluster_weights, cluster_ids=present
             )
-            self.weights = by_label[self.cluster_ids]
-        sizes = self.groups.sizes
-        if config.max_repeats is None:
-            self.caps = np.full(len(sizes), NO_CAP, dtype=np.int64)
-            self.capped_total = None
-        else:
-            self.caps = sizes * config.max_repeats
-            self.capped_total = int(self.caps.sum())
+            drawn = weights > 0
+            self.cluster_ids = present[drawn]
+            sizes = counts[drawn]
+            self.weights = weights[drawn]
+            group_of = _GroupOf(self.cluster_ids, max_label, _is_dense(labels, max_label))
+            members = _members_by_group(labels, group_of)
+            keys = self.cluster_ids
+            purpose = PURPOSE_CLUSTER_PASS
+        self.caps, self.capped_total = _caps(sizes, config.max_repeats)
+        self.capped = bool((self.caps < NO_CAP).any())
+        scale = self.weights / self.weights.max()
+        window = window_passes(sizes, scale / scale.sum(), config.max_repeats)
+        self.groups = Groups(members, sizes, keys, seed=seed, purpose=purpose, window=window)
         self._fallback: Groups | None = None
         self.group_tokens = None
         if lengths is not None:
@@ -191,6 +292,11 @@ class OnlineChooser:
     segment length adapts (speed only, never the result): long while clips are
     rare, about twice the distance between recent clips when they are dense
     (many tiny clusters), so each clip costs work proportional to that distance.
+
+    With equal weights a clip does not rebuild the active list (O(K)): the
+    clipped positions are kept aside (``removed``) and the i-th active
+    cluster is found through them, until there are enough of them to compact
+    the list at once. Unequal weights rebuild their cumulative table per clip.
     """
 
     def __init__(self, prep: Prepared) -> None:
@@ -200,10 +306,22 @@ class OnlineChooser:
         self.n_groups = len(prep.weights)
         self.counts = np.zeros(self.n_groups, dtype=np.int64)
         self.active_ids = np.flatnonzero(self.caps > 0)
+        self.removed = np.zeros(0, dtype=np.int64)  # positions in active_ids clipped since
+        self.skips = self.removed  # removed[j] - j: active clusters before removed[j]
         self.all_equal = bool(self.weights.min() == self.weights.max())
         self.segment = CHOICE_BLOCK
         self.events: list[tuple[int, int]] = []
         self._refresh()
+
+    @property
+    def n_active(self) -> int:
+        """Clusters still drawn."""
+        return self.active_ids.size - self.removed.size
+
+    def _compact(self) -> None:
+        if self.removed.size:
+            self.active_ids = np.delete(self.active_ids, self.removed)
+            self.removed = self.skips = np.zeros(0, dtype=np.int64)
 
     def _refresh(self) -> None:
         """Mapping tables of the current active set (O(m); once per clip)."""
@@ -218,16 +336,27 @@ class OnlineChooser:
 
     def _deactivate(self, group: int) -> None:
         where = int(np.searchsorted(self.active_ids, group))
-        self.active_ids = np.delete(self.active_ids, where)
-        self._refresh()
+        if not self.all_equal:
+            self.active_ids = np.delete(self.active_ids, where)
+            self._refresh()
+            return
+        at = int(np.searchsorted(self.removed, where))
+        self.removed = np.concatenate((self.removed[:at], [where], self.removed[at:]))
+        if self.removed.size * self.removed.size > self.active_ids.size:  # O(sqrt(m)) kept aside
+            self._compact()
+        else:
+            self.skips = self.removed - np.arange(self.removed.size)
 
     def _map(self, u: np.ndarray) -> np.ndarray:
-        m = self.active_ids.size
+        m = self.n_active
         if m == 1:
+            self._compact()
             return np.full(u.shape[0], self.active_ids[0], dtype=np.int64)
         # Equal weights: floor(u * m) (no table); otherwise the inverse CDF.
         idx = (u * m).astype(np.int64) if self.equal else np.searchsorted(self.cdf, u, side="right")
         np.minimum(idx, m - 1, out=idx)
+        if self.removed.size:  # the idx-th active one: skip the clipped positions before it
+            idx += np.searchsorted(self.skips, idx, side="right")
         # Nothing clipped yet: the i-th active cluster is cluster i.
         return idx if m == self.n_groups else self.active_ids[idx]
 
@@ -244,14 +373,16 @@ class OnlineChooser:
         pos = 0
         while pos < n:
             length = self.segment
-            m = self.active_ids.size
+            m = self.n_active
             if self.n_groups <= 4 * length and m > 1:
                 # Few clusters: no clip is likely before the closest one has had
                 # about its room left times m draws; stop the segment near there.
+                self._compact()
                 room = self.caps[self.active_ids] - self.counts[self.active_ids]
                 length = min(length, max(MIN_SEGMENT * 8, int(room.min()) * m // 2))
             seg_end = min(n, pos + length)
-            if self.active_ids.size == 1:
+            if m == 1:
+                self._compact()
                 chosen = np.full(seg_end - pos, self.active_ids[0], dtype=np.int64)
             else:
                 if u is None:
@@ -264,7 +395,6 @@ class OnlineChooser:
                 self.segment = min(CHOICE_BLOCK, self.segment * 8)
                 continue
             out[pos : pos + stop + 1] = chosen[: stop + 1]
-            np.add.at(self.counts, chosen[: stop + 1], 1)
             clipped = int(chosen[stop])  # reached max_repeats * size draws
             self.events.append((clipped, pos + stop))
             self._deactivate(clipped)
@@ -275,8 +405,8 @@ class OnlineChooser:
     def _first_clip(self, chosen: np.ndarray) -> int | None:
         """Offset where some cluster takes its last allowed draw, else None.
 
-        With no clip, ``counts`` is advanced by the whole segment; with one,
-        the caller advances it by the prefix it keeps.
+        Advances ``counts`` by the segment up to and including that offset
+        (the whole segment when no cluster is clipped in it).
         """
         if self.n_groups <= 2 * chosen.size:  # dense: per-cluster tallies
             hits = np.bincount(chosen, minlength=self.n_groups)
@@ -286,21 +416,33 @@ class OnlineChooser:
                 self.counts += hits
                 return None
             if over.size <= 4:  # a few candidates: scan for each one's last draw
-                return min(int(np.flatnonzero(chosen == k)[room[k] - 1]) for k in over)
-        # Sort the segment by cluster (stable: positions ascend inside a
-        # cluster); the clip of cluster k is its room_k-th occurrence.
-        keys = chosen.astype(np.int16) if self.n_groups < 2**15 else chosen
-        order = np.argsort(keys, kind="stable")
-        ordered = chosen[order]
+                stop = min(int(np.flatnonzero(chosen == k)[room[k] - 1]) for k in over)
+                np.add.at(self.counts, chosen[: stop + 1], 1)
+                return stop
+        # Count the whole segment, then look only at the clusters it took to
+        # their cap: the clip of cluster k is its occurrence number
+        # caps[k] - (counts before the segment), found by sorting those few.
+        np.add.at(self.counts, chosen, 1)
+        reached = np.flatnonzero(self.counts[chosen] >= self.caps[chosen])
+        if reached.size == 0:
+            return None
+        flagged = chosen[reached]
+        if reached.size <= 8 and len(set(flagged.tolist())) == reached.size:
+            stop = int(reached[0])  # each flagged cluster drawn once here: that draw clips it
+        else:
+            stop = self._clip_among(reached, flagged)
+        np.subtract.at(self.counts, chosen[stop + 1 :], 1)
+        return stop
+
+    def _clip_among(self, reached: np.ndarray, flagged: np.ndarray) -> int:
+        """First clip among the positions ``reached`` of the clusters ``flagged`` at their cap."""
+        order = np.argsort(flagged, kind="stable")  # positions ascend inside a cluster
+        ordered = flagged[order]
         starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
         clusters = ordered[starts]
-        tallies = np.diff(np.append(starts, chosen.size))
-        room = self.caps[clusters] - self.counts[clusters]
-        over = np.flatnonzero(tallies >= room)
-        if over.size == 0:
-            self.counts[clusters] += tallies
-            return None
-        return int(order[starts[over] + room[over] - 1].min())
+        tallies = np.diff(np.append(starts, ordered.size))
+        room = self.caps[clusters] - (self.counts[clusters] - tallies)
+        return int(reached[order[starts + room - 1]].min())
 
 
 class ScheduleStream:
@@ -347,11 +489,12 @@ class ScheduleStream:
         prep = self.prep
         if self.planned is not None:
             return prep.groups.tokens_of_first(self.planned.plan, prep.lengths)
-        return int((prep.group_tokens * self.config.max_repeats).sum())
+        # Finite capped_total: every cap is max_repeats * size. Python ints: exact.
+        return int(self.config.max_repeats) * int(prep.group_tokens.sum())
 
     def _plan(self) -> np.ndarray:
         prep, config = self.prep, self.prep.config
-        caps = None if config.max_repeats is None else prep.caps
+        caps = prep.caps if prep.capped else None
         if config.num_samples is not None:
             return plan_draws(prep.weights, caps, config.num_samples)
         # Token budget: smallest T whose plan's *expected* tokens (mean length
@@ -360,14 +503,15 @@ class ScheduleStream:
         # cumulative tokens reach the budget, as for the online order.
         budget = config.num_tokens
         means = prep.group_tokens / prep.groups.sizes
-        high = prep.capped_total if prep.capped_total is not None else None
+        high = prep.capped_total
         if high is not None and float(plan_draws(prep.weights, caps, high) @ means) < budget:
             return plan_draws(prep.weights, caps, high)
+        limit = NO_CAP if high is None else high  # no schedule is longer than NO_CAP
         low, upper = 1, 1
         while float(plan_draws(prep.weights, caps, upper) @ means) < budget:
             low, upper = upper, upper * 2
-            if high is not None and upper >= high:
-                upper = high
+            if upper >= limit:
+                upper = limit
                 break
         while low < upper:
             middle = (low + upper) // 2
@@ -380,11 +524,9 @@ class ScheduleStream:
         while True:
             plan = plan_draws(prep.weights, caps, total)
             exact = prep.groups.tokens_of_first(plan, prep.lengths)
-            if exact >= budget or (high is not None and total >= high):
+            if exact >= budget or total >= limit:
                 return plan
-            total += int(math.ceil((budget - exact) / mean_all)) + 1
-            if high is not None:
-                total = min(total, high)
+            total = min(limit, total + int(math.ceil((budget - exact) / mean_all)) + 1)
 
     # -- streaming --------------------------------------------------------
     def _cluster_part(
@@ -541,13 +683,16 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
         The concatenated blocks.
     """
     prep = stream.prep
-    clip_step = np.full(prep.n_labels, -1, dtype=np.int64)
-    if not prep.policy.single_group:
-        clip_step[prep.cluster_ids] = stream.clip_step
+    ids = prep.stats_ids
+    clip_step = np.full(ids.size, -1, dtype=np.int64)
     planned = None
     if stream.planned is not None and not prep.policy.single_group:
-        planned = np.zeros(prep.n_labels, dtype=np.int64)
-        planned[prep.cluster_ids] = stream.planned.plan
+        planned = np.zeros(ids.size, dtype=np.int64)
+    if not prep.policy.single_group:
+        where = np.searchsorted(ids, prep.cluster_ids)
+        clip_step[where] = stream.clip_step
+        if planned is not None:
+            planned[where] = stream.planned.plan
     stats = compute_stats(
         indices,
         prep.labels,
@@ -556,6 +701,7 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
         exhausted_at=stream.exhausted_at,
         clip_step=clip_step,
         planned_draws=planned,
+        cluster_ids=ids,
     )
     return Schedule(indices=indices, stats=stats, config=prep.config)
 

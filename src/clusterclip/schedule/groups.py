@@ -11,13 +11,20 @@ The permutation of pass ``p`` is regenerated on demand from
 ``(seed, purpose, key, p // P)`` where one *chunk* holds ``P`` passes: tiny
 clusters with thousands of passes would otherwise need one generator per pass.
 Nothing about the draw history is stored: a group's state is its draw count.
+
+Every ``SeedSequence`` of the schedule is made by :func:`seed_sequence`, which
+feeds numpy one 32-bit word per part when every part fits in 32 bits (the
+words of ``SCHEDULE_VERSION`` 1) and a fixed-width layout otherwise, so that
+two different ``(seed, purpose, parts)`` never share entropy.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.random.bit_generator import ISeedSequence
 
 __all__ = [
+    "CACHE_SLOTS",
     "CHOICE_BLOCK",
     "PERMUTATION_CHUNK",
     "PURPOSE_CHOICE",
@@ -27,7 +34,11 @@ __all__ = [
     "PURPOSE_RANDOM_PASS",
     "Groups",
     "chunk_permutations",
+    "entropy_words",
     "passes_per_chunk",
+    "pcg64_seeds",
+    "seed_sequence",
+    "window_passes",
 ]
 
 # Purpose codes: the second word of every SeedSequence, so that streams drawn
@@ -38,6 +49,10 @@ PURPOSE_RANDOM_PASS = 3  # pass permutations of the corpus, policy="random"
 PURPOSE_FALLBACK_PASS = 4  # pass permutations of the corpus after exhaustion
 PURPOSE_PHASE = 5  # phases of the planned order
 
+#: Second word of the wide layout of :func:`entropy_words` (never a purpose code).
+_WIDE = 0xFFFFFFFF
+_WORD = 2**32
+
 #: Positions per cluster-choice block: block b's uniforms come from
 #: SeedSequence([seed, PURPOSE_CHOICE, b]). Part of SCHEDULE_VERSION.
 CHOICE_BLOCK = 65536
@@ -45,13 +60,173 @@ CHOICE_BLOCK = 65536
 #: A permutation chunk holds at least this many draws (ceil(C / size) passes).
 PERMUTATION_CHUNK = 2048
 
+#: Cache slots shared out over the groups in proportion to their draw weight (a
+#: speed knob only: the result does not depend on it). See :func:`window_passes`.
+CACHE_SLOTS = 2**24
+
+
+def entropy_words(seed: int, purpose: int, *parts: int) -> list[int]:
+    """The 32-bit words a schedule ``SeedSequence`` is made from.
+
+    ``[seed, purpose, *parts]`` when all of them are below ``2**32`` (the
+    layout every schedule has used; numpy reads one word per number). Any
+    larger number (a seed in ``[2**32, 2**63)``, a cluster id or chunk beyond
+    32 bits) switches to the wide layout ``[seed_low, 0xFFFFFFFF, seed_high,
+    purpose, part_low, part_high, ...]``: its second word is never a purpose
+    code and its length is fixed per purpose, so no two inputs share words
+    (numpy would read a large seed as two words, which can spell a small seed
+    followed by other parts).
+
+    >>> entropy_words(7, PURPOSE_CHOICE, 3)
+    [7, 1, 3]
+    >>> entropy_words(2**32 + 7, PURPOSE_CHOICE, 3)
+    [7, 4294967295, 1, 1, 3, 0]
+    """
+    if seed < _WORD and all(part < _WORD for part in parts):
+        return [seed, purpose, *parts]
+    words = [seed % _WORD, _WIDE, seed // _WORD, purpose]
+    for part in parts:
+        words += [part % _WORD, part // _WORD]
+    return words
+
+
+def seed_sequence(seed: int, purpose: int, *parts: int) -> np.random.SeedSequence:
+    """``SeedSequence(entropy_words(seed, purpose, *parts))``: every schedule stream starts here."""
+    return np.random.SeedSequence(entropy_words(seed, purpose, *parts))
+
+
+# numpy's SeedSequence (numpy/random/bit_generator.pyx, pool of 4 words), for
+# deriving many generator states at once; tests check it against numpy's own.
+_INIT_A, _MULT_A = 0x43B0D7E5, 0x931E8875
+_INIT_B, _MULT_B = 0x8B51F9DD, 0x58F38DED
+_MIX_MULT_L, _MIX_MULT_R = np.uint32(0xCA01F9DD), np.uint32(0x4973F715)
+_POOL = 4
+_SHIFT = np.uint32(16)
+_MASK = 0xFFFFFFFF
+
+
+def _hashmix(value: np.ndarray, const: int) -> tuple[np.ndarray, int]:
+    value = value ^ np.uint32(const)
+    const = (const * _MULT_A) & _MASK
+    value *= np.uint32(const)  # uint32 arithmetic wraps, as in C
+    value ^= value >> _SHIFT
+    return value, const
+
+
+def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    result = _MIX_MULT_L * x - _MIX_MULT_R * y
+    result ^= result >> _SHIFT
+    return result
+
+
+def pcg64_seeds(words: np.ndarray) -> np.ndarray:
+    """``SeedSequence(row).generate_state(4, np.uint64)`` for every row of ``words``.
+
+    What ``PCG64(SeedSequence(row))`` draws from its seed sequence, for many
+    rows in a few vectorised steps instead of one ``SeedSequence`` each.
+
+    Parameters
+    ----------
+    words : ndarray of uint32, shape (L, W)
+        One entropy per row (:func:`entropy_words`; numpy reads each as these W words).
+
+    Returns
+    -------
+    ndarray of uint64, shape (L, 4)
+
+    >>> words = np.array([entropy_words(0, PURPOSE_CLUSTER_PASS, 5, 0)], dtype=np.uint32)
+    >>> bool((pcg64_seeds(words)[0] == np.random.SeedSequence([0, 2, 5, 0]).generate_state(
+    ...     4, np.uint64)).all())
+    True
+    """
+    words = np.asarray(words, dtype=np.uint32)
+    n_words = words.shape[1]
+    zero = np.zeros(words.shape[0], dtype=np.uint32)
+    const = _INIT_A
+    pool = []
+    for i in range(_POOL):
+        value, const = _hashmix(words[:, i] if i < n_words else zero, const)
+        pool.append(value)
+    for src in range(_POOL):
+        for dst in range(_POOL):
+            if src != dst:
+                hashed, const = _hashmix(pool[src], const)
+                pool[dst] = _mix(pool[dst], hashed)
+    for src in range(_POOL, n_words):
+        for dst in range(_POOL):
+            hashed, const = _hashmix(words[:, src], const)
+            pool[dst] = _mix(pool[dst], hashed)
+    const = _INIT_B
+    state = np.empty((words.shape[0], 2 * _POOL), dtype=np.uint32)
+    for i in range(2 * _POOL):
+        value = pool[i % _POOL] ^ np.uint32(const)
+        const = (const * _MULT_B) & _MASK
+        value *= np.uint32(const)
+        value ^= value >> _SHIFT
+        state[:, i] = value
+    return state.astype("<u4").view("<u8").astype(np.uint64)
+
+
+class _Seeded(ISeedSequence):
+    """A seed sequence whose PCG64 state words are already derived (:func:`pcg64_seeds`)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: np.ndarray) -> None:
+        self.state = state
+
+    def generate_state(self, n_words: int, dtype: type = np.uint64) -> np.ndarray:
+        return self.state
+
+
+def _entropy_rows(seed: int, purpose: int, keys: np.ndarray, chunks: np.ndarray) -> np.ndarray:
+    """:func:`entropy_words` of ``(seed, purpose, key, chunk)`` for each pair, one layout.
+
+    All the pairs must share the layout: all narrow or all wide.
+    """
+    n = keys.shape[0]
+    if seed < _WORD and (n == 0 or max(int(keys.max()), int(chunks.max())) < _WORD):
+        columns = [np.full(n, seed), np.full(n, purpose), keys, chunks]
+    else:
+        columns = [np.full(n, seed % _WORD), np.full(n, _WIDE), np.full(n, seed // _WORD)]
+        columns += [np.full(n, purpose), keys % _WORD, keys // _WORD, chunks % _WORD]
+        columns.append(chunks // _WORD)
+    return np.column_stack(columns).astype(np.uint32)
+
+
+def _generators(seed: int, purpose: int, keys: np.ndarray, chunks: np.ndarray) -> list:
+    """``default_rng(seed_sequence(seed, purpose, key, chunk))`` for each pair, made in bulk."""
+    keys = np.asarray(keys, dtype=np.int64)
+    chunks = np.asarray(chunks, dtype=np.int64)
+    out: list = [None] * keys.shape[0]
+    wide = (keys >= _WORD) | (chunks >= _WORD) | (seed >= _WORD)
+    for layout in (~wide, wide):
+        which = np.flatnonzero(layout)
+        if not which.size:
+            continue
+        states = pcg64_seeds(_entropy_rows(seed, purpose, keys[which], chunks[which]))
+        for i, state in zip(which.tolist(), states, strict=True):
+            out[i] = np.random.Generator(np.random.PCG64(_Seeded(state)))
+    return out
+
+
+def _shuffled_rows(rng: np.random.Generator, size: int, rows: int) -> np.ndarray:
+    """``rows`` successive permutations of ``range(size)`` drawn from ``rng``, shape (rows, size)."""
+    if rows == 1:  # the first row of ``permuted`` below, drawn alone
+        return rng.permutation(size)[None, :]
+    out = np.empty((rows, size), dtype=np.int64)
+    out[:] = np.arange(size, dtype=np.int64)
+    return rng.permuted(out, axis=1, out=out)
+
 
 def passes_per_chunk(size: int) -> int:
     """Number of passes generated together for a group of ``size`` members."""
     return max(1, -(-PERMUTATION_CHUNK // int(size)))
 
 
-def chunk_permutations(seed: int, purpose: int, key: int, chunk: int, size: int) -> np.ndarray:
+def chunk_permutations(
+    seed: int, purpose: int, key: int, chunk: int, size: int, rows: int | None = None
+) -> np.ndarray:
     """The permutations of passes ``chunk*P .. chunk*P + P - 1`` of one group.
 
     Parameters
@@ -60,40 +235,87 @@ def chunk_permutations(seed: int, purpose: int, key: int, chunk: int, size: int)
         Non-negative parts of the ``SeedSequence``; ``key`` is the cluster id.
     size : int
         Group size (>= 1).
+    rows : int, optional
+        Generate only the first ``rows`` passes of the chunk (1 <= rows <= P):
+        the same rows as the full chunk's, at a fraction of the cost.
 
     Returns
     -------
-    ndarray of int64, shape (P, size)
+    ndarray of int64, shape (P, size) or (rows, size)
         Row ``r`` is the permutation of pass ``chunk*P + r``.
 
     Examples
     --------
     >>> chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600).shape  # 4 passes of 600
     (4, 600)
+    >>> bool((chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600, rows=2)
+    ...       == chunk_permutations(0, PURPOSE_CLUSTER_PASS, 3, 0, 600)[:2]).all())
+    True
     """
-    n_passes = passes_per_chunk(size)
+    n_passes = passes_per_chunk(size) if rows is None else int(rows)
     if size == 1:  # the only permutation of one member: no randomness to draw
         return np.zeros((n_passes, 1), dtype=np.int64)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, purpose, key, chunk]))
-    if n_passes == 1:
-        return rng.permutation(size)[None, :]
-    return rng.permuted(np.tile(np.arange(size, dtype=np.int64), (n_passes, 1)), axis=1)
+    rng = np.random.default_rng(seed_sequence(seed, purpose, key, chunk))
+    return _shuffled_rows(rng, size, n_passes)
 
 
-class Groups:
-    """Member table of ``G`` groups with a one-chunk permutation cache each.
+def window_passes(
+    sizes: np.ndarray, shares: np.ndarray, max_repeats: int | None = None
+) -> np.ndarray:
+    """Passes held at once in each group's cache window.
 
-    Memory: ``members`` (N) plus the cache (at most N + G * PERMUTATION_CHUNK).
+    About ``CACHE_SLOTS * share`` draws, so that the whole cache holds at most
+    ``CACHE_SLOTS + N`` documents whatever the number of groups; at least one
+    pass (a group is looked up a pass at a time), at most one permutation
+    chunk, and never more passes than ``max_repeats`` (a group clipped after R
+    passes never uses more).
 
     Parameters
     ----------
-    members : ndarray of int64
+    sizes : ndarray of int64, shape (G,)
+    shares : ndarray of float64, shape (G,)
+        Each group's expected fraction of the draws (sums to 1 or less).
+    max_repeats : int or None
+
+    Examples
+    --------
+    >>> window_passes(np.array([1, 10, 5000]), np.array([0.5, 0.5, 0.0]), 4).tolist()
+    [4, 4, 1]
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    per_chunk = np.maximum(1, -(-PERMUTATION_CHUNK // np.maximum(sizes, 1)))
+    wanted = np.ceil(np.minimum(CACHE_SLOTS * np.asarray(shares, np.float64), CACHE_SLOTS) / sizes)
+    passes = np.minimum(per_chunk, np.maximum(1, wanted).astype(np.int64))
+    if max_repeats is not None:
+        passes = np.minimum(passes, min(int(max_repeats), PERMUTATION_CHUNK))
+    return passes
+
+
+class Groups:
+    """Member table of ``G`` groups with a cache window of pass permutations each.
+
+    A group's *window* holds the documents of a run of consecutive passes of
+    one permutation chunk: draws ``[low, high)``. A lookup whose draws of a
+    group lie in one window (nearly all) is one gather; a group whose window
+    does not hold them gets a new one (its chunk regenerated up to the passes
+    needed), and a range longer than a window is served pass by pass.
+
+    Memory: ``members`` (N) plus ``sum(window * size)`` cache slots (at most
+    ``CACHE_SLOTS + N`` with :func:`window_passes`), plus nine int64 per group.
+    A one-member group's window holds its member once per slot: it moves with
+    the draws without drawing anything.
+
+    Parameters
+    ----------
+    members : ndarray of int32 or int64
         Document ids of all groups, concatenated group after group.
     sizes : ndarray of int64, shape (G,)
         Members per group (all >= 1).
     keys : ndarray of int64, shape (G,)
         Key of each group in the permutation SeedSequence (the cluster id).
     seed, purpose : int
+    window : ndarray of int64, shape (G,), optional
+        Passes per window (:func:`window_passes`); default: one whole chunk.
     """
 
     def __init__(
@@ -104,35 +326,88 @@ class Groups:
         *,
         seed: int,
         purpose: int,
+        window: np.ndarray | None = None,
     ) -> None:
         self.members = members
         self.sizes = sizes.astype(np.int64)
         self.keys = keys.astype(np.int64)
         self.seed = seed
         self.purpose = purpose
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
-        self.passes = np.array([passes_per_chunk(s) for s in self.sizes], dtype=np.int64)
-        slots = self.passes * self.sizes
-        self.cache_offsets = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64)
+        self.offsets = np.cumsum(self.sizes) - self.sizes
+        self.passes = np.maximum(1, -(-PERMUTATION_CHUNK // self.sizes))  # P per chunk
+        self.per_chunk = self.passes * self.sizes  # draws per chunk
+        window = self.passes if window is None else np.minimum(window, self.passes)
+        slots = window * self.sizes
+        self.cache_offsets = np.cumsum(slots) - slots
+        self.window = window.astype(np.int64)
         self.cache = np.empty(int(slots.sum()), dtype=members.dtype)
-        self.cached_chunk = np.full(len(self.sizes), -1, dtype=np.int64)
+        self.low = np.zeros(len(self.sizes), dtype=np.int64)  # window: draws [low, high)
+        self.high = np.zeros(len(self.sizes), dtype=np.int64)
+        self.single = np.flatnonzero(self.sizes == 1)
+        # A one-member group's window is its member, repeated: fill it once.
+        repeats = self.window[self.single]
+        slot = np.arange(int(repeats.sum()), dtype=np.int64)
+        slot += np.repeat(self.cache_offsets[self.single] - (np.cumsum(repeats) - repeats), repeats)
+        self.cache[slot] = np.repeat(members[self.offsets[self.single]], repeats)
 
     def __len__(self) -> int:
         return len(self.sizes)
 
-    def permutations(self, group: int, chunk: int) -> np.ndarray:
-        """Pass permutations of one chunk of one group, shape (P, size)."""
+    def permutations(self, group: int, chunk: int, rows: int | None = None) -> np.ndarray:
+        """Pass permutations of one chunk of one group, shape (P or rows, size)."""
         return chunk_permutations(
-            self.seed, self.purpose, int(self.keys[group]), int(chunk), int(self.sizes[group])
+            self.seed,
+            self.purpose,
+            int(self.keys[group]),
+            int(chunk),
+            int(self.sizes[group]),
+            rows,
         )
 
-    def _load(self, group: int, chunk: int) -> None:
-        start = self.offsets[group]
-        own = self.members[start : start + self.sizes[group]]
-        rows = self.permutations(group, chunk)
-        begin = self.cache_offsets[group]
-        self.cache[begin : begin + rows.size] = own[rows.ravel()]
-        self.cached_chunk[group] = chunk
+    def _move_windows(self, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Make every group's window hold its draws ``[first, end)``, where one can.
+
+        Returns the groups whose range does not fit in one window (served by
+        :meth:`_lookup_general`).
+        """
+        present = end > first
+        stale = np.flatnonzero(present & ((first < self.low) | (end > self.high)))
+        if stale.size == 0:
+            return stale
+        size = self.sizes[stale]
+        start = first[stale] - first[stale] % size  # the window starts at first's pass
+        chunk_end = (first[stale] // self.per_chunk[stale] + 1) * self.per_chunk[stale]
+        stop = np.minimum(start + self.window[stale] * size, chunk_end)
+        # A one-member group's window holds the same member in every slot: it
+        # fits any range as long as the window and moves by relabelling.
+        single = size == 1
+        stop[single] = first[stale[single]] + self.window[stale[single]]
+        fits = end[stale] <= stop
+        single &= fits
+        moved = stale[single]
+        self.low[moved] = first[moved]
+        self.high[moved] = first[moved] + self.window[moved]
+        self._load(stale[fits & ~single], start[fits & ~single])
+        return stale[~fits]
+
+    def _load(self, groups: np.ndarray, begins: np.ndarray) -> None:
+        """Fill the windows of ``groups`` from draws ``begins`` (each the start of a pass)."""
+        if not groups.size:
+            return
+        size = self.sizes[groups]
+        per_chunk = self.per_chunk[groups]
+        chunk = begins // per_chunk
+        row = (begins - chunk * per_chunk) // size
+        rows = np.minimum(self.passes[groups], row + self.window[groups])
+        generators = _generators(self.seed, self.purpose, self.keys[groups], chunk)
+        starts, ats = self.offsets[groups].tolist(), self.cache_offsets[groups].tolist()
+        for rng, n, first_row, n_rows, start, at in zip(
+            generators, size.tolist(), row.tolist(), rows.tolist(), starts, ats, strict=True
+        ):
+            perms = _shuffled_rows(rng, n, n_rows)[first_row:]
+            self.cache[at : at + perms.size] = self.members[start : start + n][perms.ravel()]
+        self.low[groups] = begins
+        self.high[groups] = begins + (rows - row) * size
 
     def lookup(
         self,
@@ -150,8 +425,8 @@ class Groups:
             Group index and draw number (0-based count of earlier draws).
         first, end : ndarray of int, shape (G,), optional
             Per group, the range ``[first, end)`` of the draws asked for. When
-            given, groups whose draws lie in one permutation chunk (nearly all)
-            take a fast path: one gather per position.
+            given, groups whose draws fit in one window (nearly all) take a
+            fast path: one gather per position.
 
         Returns
         -------
@@ -161,19 +436,13 @@ class Groups:
         draw = np.asarray(draw, dtype=np.int64)
         if first is None or end is None:
             return self._lookup_general(group, draw)
-        per_chunk = self.passes * self.sizes
-        present = end > first
-        first_chunk = first // per_chunk
-        last_chunk = (end - 1) // per_chunk
-        single = present & (first_chunk == last_chunk)
-        for g in np.flatnonzero(single & (first_chunk != self.cached_chunk)):
-            self._load(int(g), int(first_chunk[g]))
-        base = self.cache_offsets - self.cached_chunk * per_chunk
-        index = base[group] + draw
-        crossing = present & ~single
-        if not crossing.any():
+        crossing = self._move_windows(first, end)
+        index = (self.cache_offsets - self.low)[group] + draw
+        if not crossing.size:
             return self.cache[index].astype(np.int64)
-        slow = np.flatnonzero(crossing[group])
+        flagged = np.zeros(len(self.sizes), dtype=bool)
+        flagged[crossing] = True
+        slow = np.flatnonzero(flagged[group])
         index[slow] = 0
         out = self.cache[index].astype(np.int64)
         out[slow] = self._lookup_general(group[slow], draw[slow])
@@ -187,24 +456,18 @@ class Groups:
         Position ``order[start_g + i]`` (``start_g`` = draws of the groups
         before ``g``) receives draw ``first[g] + i`` of group ``g``. Works in the
         sorted domain, where each group's draws are one contiguous run of its
-        cached chunk: one gather per position, then one scatter.
+        window: one gather per position, then one scatter.
         """
         n = order.shape[0]
-        end = first + per_group
-        per_chunk = self.passes * self.sizes
-        present = per_group > 0
-        first_chunk = first // per_chunk
-        last_chunk = (end - 1) // per_chunk
-        single = present & (first_chunk == last_chunk)
-        for g in np.flatnonzero(single & (first_chunk != self.cached_chunk)):
-            self._load(int(g), int(first_chunk[g]))
+        crossing = self._move_windows(first, first + per_group)
         start = np.cumsum(per_group) - per_group
-        shift = self.cache_offsets - self.cached_chunk * per_chunk + first - start
+        shift = self.cache_offsets - self.low + first - start
         index = np.arange(n, dtype=np.int64)
         index += np.repeat(shift, per_group)
-        crossing = present & ~single
-        if crossing.any():
-            slow = np.flatnonzero(np.repeat(crossing, per_group))
+        if crossing.size:
+            flagged = np.zeros(len(self.sizes), dtype=bool)
+            flagged[crossing] = True
+            slow = np.flatnonzero(np.repeat(flagged, per_group))
             index[slow] = 0
             docs = self.cache[index]
             slow_groups = np.repeat(np.arange(len(self.sizes)), per_group)[slow]
@@ -216,27 +479,31 @@ class Groups:
         return out
 
     def _lookup_general(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray:
-        size = self.sizes[group]
-        per_chunk = self.passes[group] * size  # draws covered by one chunk
-        chunk = draw // per_chunk
-        within = draw - chunk * per_chunk  # offset inside the chunk's flat cache slot
+        """Any draws of any groups: one chunk generation per (group, chunk) met."""
         out = np.empty(group.shape[0], dtype=np.int64)
-        todo = np.arange(group.shape[0])
-        while todo.size:
-            g = group[todo]
-            ready = chunk[todo] == self.cached_chunk[g]
-            hit = todo[ready]
-            out[hit] = self.cache[self.cache_offsets[group[hit]] + within[hit]]
-            todo = todo[~ready]
-            if not todo.size:
-                break
-            # Load, per group still waiting, the earliest chunk it needs; a
-            # group crossing several chunks in one call takes several rounds.
-            waiting = group[todo]
-            needed = np.full(len(self.sizes), np.iinfo(np.int64).max, dtype=np.int64)
-            np.minimum.at(needed, waiting, chunk[todo])
-            for g_id in np.unique(waiting):
-                self._load(int(g_id), int(needed[g_id]))
+        if not group.size:
+            return out
+        size = self.sizes[group]
+        single = size == 1
+        out[single] = self.members[self.offsets[group[single]]]
+        rest = np.flatnonzero(~single)
+        if not rest.size:
+            return out
+        group, draw, size = group[rest], draw[rest], size[rest]
+        chunk = draw // self.per_chunk[group]
+        within = draw - chunk * self.per_chunk[group]  # offset inside the chunk's rows
+        order = np.lexsort((chunk, group))
+        g_sorted, c_sorted = group[order], chunk[order]
+        cut = np.flatnonzero((np.diff(g_sorted) != 0) | (np.diff(c_sorted) != 0)) + 1
+        runs = np.split(order, cut)
+        heads = order[np.concatenate([[0], cut])]
+        generators = _generators(self.seed, self.purpose, self.keys[group[heads]], chunk[heads])
+        for run, rng in zip(runs, generators, strict=True):
+            g, n = int(group[run[0]]), int(size[run[0]])
+            need = within[run]
+            perms = _shuffled_rows(rng, n, int(need.max()) // n + 1).ravel()
+            start = int(self.offsets[g])
+            out[rest[run]] = self.members[start : start + n][perms[need]]
         return out
 
     def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
@@ -244,18 +511,21 @@ class Groups:
 
         Whole passes contribute the group's total; the partial pass the
         prefix of its permutation. Used to resume a token budget without
-        replaying documents.
+        replaying documents. Exact for any counts (Python ints past int64).
         """
         counts = np.asarray(counts, dtype=np.int64)
         member_tokens = lengths[self.members]
         totals = np.add.reduceat(member_tokens, self.offsets) if len(self.sizes) else np.zeros(0)
         full_passes = counts // self.sizes
-        total = int((full_passes * totals).sum())
+        if float(full_passes @ totals.astype(np.float64)) < 2.0**62:
+            total = int((full_passes * totals).sum())
+        else:  # past int64: exact in Python ints
+            total = sum(p * t for p, t in zip(full_passes.tolist(), totals.tolist(), strict=True))
         partial = counts - full_passes * self.sizes
         for g in np.flatnonzero(partial):
             p = int(full_passes[g])
             per = int(self.passes[g])
-            row = self.permutations(int(g), p // per)[p % per]
+            row = self.permutations(int(g), p // per, p % per + 1)[p % per]
             start = self.offsets[g]
             own = member_tokens[start : start + self.sizes[g]]
             total += int(own[row[: partial[g]]].sum())

@@ -77,7 +77,7 @@ class ScheduleOptions:
     cluster_weights: tuple[float, ...] | None = option(
         None, "Custom weight per cluster id (TOML list only).", kind="list_float", cli=False
     )
-    seed: int = option(0, "Seed of the schedule.", kind="int", minimum=0)
+    seed: int = option(0, "Seed of the schedule.", kind="seed")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -14,7 +14,7 @@ decides *when* they happen:
    largest fractional parts (ties: smaller cluster index).
 2. **Spread** (:class:`PlannedOrder`): draw ``j`` of cluster ``k`` (``0 <= j < n_k``)
    gets the time ``tau = (j + phi_k) / n_k`` with a phase ``phi_k`` in [0, 1)
-   drawn once per cluster from ``SeedSequence([seed, PURPOSE_PHASE])``; the
+   drawn once per cluster from ``seed_sequence(seed, PURPOSE_PHASE)``; the
    schedule lists all draws by ``(tau, k)``. Each cluster's draws are thus
    evenly spaced over the whole schedule and any window of ``w`` positions
    holds ``w * n_k / T`` draws of cluster ``k``, +-1.
@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from clusterclip.schedule.groups import PURPOSE_PHASE
+from clusterclip.schedule.groups import PURPOSE_PHASE, seed_sequence
 
 __all__ = ["PlannedOrder", "plan_draws", "planned_phases"]
 
@@ -95,7 +95,7 @@ def plan_draws(weights: np.ndarray, caps: np.ndarray | None, total: int) -> np.n
 
 def planned_phases(seed: int, n_clusters: int) -> np.ndarray:
     """Phase ``phi_k`` in [0, 1) of every cluster (by cluster index)."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, PURPOSE_PHASE]))
+    rng = np.random.Generator(np.random.PCG64(seed_sequence(seed, PURPOSE_PHASE)))
     return rng.random(n_clusters)
 
 

@@ -33,9 +33,11 @@ import numpy as np
 
 from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
+from clusterclip.options import check_seed
 from clusterclip.schedule.config import (
     ScheduleConfig,
     labels_fingerprint,
+    schedule_version_for,
     validate_labels,
     validate_lengths,
 )
@@ -111,21 +113,29 @@ class Policy:
         return max_repeats if self.clips else None
 
     def cluster_weights(
-        self, sizes: np.ndarray, alpha: float | None, custom: tuple[float, ...] | None
+        self,
+        sizes: np.ndarray,
+        alpha: float | None,
+        custom: tuple[float, ...] | None,
+        *,
+        cluster_ids: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Draw weight of every cluster id (float64, shape (K,)).
+        """Draw weight of every listed cluster (float64, shape (K,)).
 
         Parameters
         ----------
         sizes : ndarray of int, shape (K,)
-            Documents per cluster id (0 for an empty id).
+            Documents per cluster (0 for an empty one).
         alpha : float or None
             The temperature exponent (policies with ``accepts_alpha`` only).
         custom : tuple of float or None
             The validated ``cluster_weights`` (one per cluster id), if given.
+        cluster_ids : ndarray of int, shape (K,), optional
+            The id of each listed cluster (indexes ``custom``); default ``0 .. K-1``.
         """
         if custom is not None:
-            return np.asarray(custom, dtype=np.float64)
+            weights = np.asarray(custom, dtype=np.float64)
+            return weights if cluster_ids is None else weights[cluster_ids]
         return np.ones(sizes.shape[0])
 
 
@@ -143,9 +153,14 @@ class TemperaturePolicy(Policy):
     """Clusters weighted by ``|C_k| ** alpha`` (0 = uniform, 1 = natural sizes)."""
 
     def cluster_weights(
-        self, sizes: np.ndarray, alpha: float | None, custom: tuple[float, ...] | None
+        self,
+        sizes: np.ndarray,
+        alpha: float | None,
+        custom: tuple[float, ...] | None,
+        *,
+        cluster_ids: np.ndarray | None = None,
     ) -> np.ndarray:
-        """``|C_k| ** alpha`` per cluster id (0 for empty ids); see :meth:`Policy.cluster_weights`."""
+        """``|C_k| ** alpha`` per cluster (0 for empty ones); see :meth:`Policy.cluster_weights`."""
         alpha = float(alpha)  # type: ignore[arg-type]  # validated: required by this policy
         # Python's float power, one per cluster: identical on every machine
         # and to the oracle (numpy's SIMD power may differ in the last bit).
@@ -203,6 +218,19 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     return value
 
 
+def _collect(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarray:
+    """The concatenated blocks; into one array when the length is known (no second copy)."""
+    if length is None:
+        parts = list(blocks)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    out = np.empty(length, dtype=np.int64)
+    filled = 0
+    for block in blocks:
+        out[filled : filled + block.size] = block
+        filled += block.size
+    return out if filled == length else out[:filled].copy()
+
+
 def _listed(names: list[str]) -> str:
     quoted = [repr(n) for n in names]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
@@ -229,7 +257,7 @@ class SchedulePolicy:
     on_exhausted : {"stop", "random", "error"}
         What happens when every cluster is clipped before the budget is met.
     seed : int
-        Non-negative; required.
+        In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
 
     Notes
     -----
@@ -297,14 +325,16 @@ class SchedulePolicy:
             "choices": EXHAUSTION_RULES,
         },
     )
-    seed: int = field(metadata={"help": "Seed of every random choice (non-negative; required)."})
+    seed: int = field(
+        metadata={"help": "Seed of every random choice (an int in [0, 2**63-1]; required)."}
+    )
 
     def __post_init__(self) -> None:
         # The order of the checks is the order of the messages users saw before.
         kind = POLICIES[_check_choice("policy", self.policy, tuple(POLICIES))]
         _check_choice("order", self.order, ORDERS)
         _check_choice("on_exhausted", self.on_exhausted, EXHAUSTION_RULES)
-        self._set("seed", _check_int("seed", self.seed, 0))
+        self._set("seed", check_seed(self.seed))
         if self.max_repeats is not None:
             self._set("max_repeats", _check_int("max_repeats", self.max_repeats, 1))
         self._check_budget()
@@ -431,6 +461,7 @@ class SchedulePolicy:
                 lengths_fingerprint=None
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
+                schedule_version=schedule_version_for(self.seed),
             ),
         )
 
@@ -508,9 +539,7 @@ class SchedulePolicy:
             lengths=stream.prep.lengths,
         )  # fmt: skip
         check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
-        parts = list(stream.blocks(0))
-        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return materialise(stream, indices)
+        return materialise(stream, _collect(stream.blocks(0), stream.end))
 
     def iterate(
         self, labels: Any, lengths: Any = None, *, start: int = 0, block_size: int = 65536

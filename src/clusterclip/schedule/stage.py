@@ -23,7 +23,7 @@ from clusterclip.schedule.options import ScheduleOptions
 __all__ = ["ScheduleStage", "build_with_progress"]
 
 #: Per-cluster arrays of the stats, kept out of the manifest (they are in schedule.json).
-_BULKY = ("draws_per_cluster", "clip_step", "planned_draws")
+_BULKY = ("draws_per_cluster", "clip_step", "planned_draws", "cluster_ids")
 
 
 class ScheduleStage:

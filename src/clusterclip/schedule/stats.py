@@ -9,6 +9,8 @@ import numpy as np
 
 __all__ = ["ScheduleStats", "compute_stats"]
 
+_CHUNK = 2**20
+
 
 @dataclass
 class ScheduleStats:
@@ -24,9 +26,9 @@ class ScheduleStats:
         Position at which every cluster had been clipped, if that happened
         before the budget was met (the fallback passes start there for
         ``on_exhausted="random"``); None otherwise.
-    draws_per_cluster : ndarray of int64, shape (max_label + 1,)
-        Draws of documents of each cluster id.
-    clip_step : ndarray of int64, shape (max_label + 1,)
+    draws_per_cluster : ndarray of int64, shape (C,)
+        Draws of documents of each cluster of ``cluster_ids``.
+    clip_step : ndarray of int64, shape (C,)
         Position of the draw that completed the cluster's last allowed pass
         (``max_repeats * size`` draws), -1 if it never happened.
     max_repeats_per_document : int
@@ -35,10 +37,15 @@ class ScheduleStats:
         Documents that appear at least once.
     n_tokens : int or None
         Total tokens of the schedule when ``lengths`` were given.
-    planned_draws : ndarray of int64 or None
-        ``order="planned"``: the planned draws per cluster id.
+    planned_draws : ndarray of int64, shape (C,), or None
+        ``order="planned"``: the planned draws per cluster.
     repeats_per_document : ndarray of int64, shape (N,)
         Appearances of each document (not stored in the JSON sidecar; recomputed on load).
+    cluster_ids : ndarray of int64, shape (C,)
+        The cluster ids the per-cluster arrays describe, ascending: every id
+        ``0 .. max_label`` when the ids are dense (``max_label < max(N, 1024)``),
+        so that ``draws_per_cluster[k]`` is cluster ``k``; only the non-empty
+        clusters otherwise (sparse ids such as hashes stay O(clusters)).
     """
 
     n_draws: int
@@ -51,6 +58,15 @@ class ScheduleStats:
     n_tokens: int | None = None
     planned_draws: np.ndarray | None = None
     repeats_per_document: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cluster_ids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.cluster_ids is None:
+            self.cluster_ids = np.arange(len(self.draws_per_cluster), dtype=np.int64)
+
+    def _dense(self) -> bool:
+        ids = self.cluster_ids
+        return ids.size == 0 or (int(ids[0]) == 0 and int(ids[-1]) == ids.size - 1)
 
     @property
     def n_clipped(self) -> int:
@@ -58,8 +74,8 @@ class ScheduleStats:
         return int((self.clip_step >= 0).sum())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (without the per-document repeats)."""
-        return {
+        """JSON-ready dict (without the per-document repeats; ``cluster_ids`` if sparse)."""
+        out = {
             "n_draws": int(self.n_draws),
             "budget_met": bool(self.budget_met),
             "exhausted_at": None if self.exhausted_at is None else int(self.exhausted_at),
@@ -70,11 +86,15 @@ class ScheduleStats:
             "n_tokens": None if self.n_tokens is None else int(self.n_tokens),
             "planned_draws": None if self.planned_draws is None else self.planned_draws.tolist(),
         }
+        if not self._dense():
+            out["cluster_ids"] = self.cluster_ids.tolist()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], repeats: np.ndarray) -> ScheduleStats:
         """Inverse of :meth:`to_dict`, given the recomputed per-document repeats."""
         planned = data.get("planned_draws")
+        ids = data.get("cluster_ids")
         return cls(
             n_draws=int(data["n_draws"]),
             budget_met=bool(data["budget_met"]),
@@ -86,6 +106,7 @@ class ScheduleStats:
             n_tokens=data.get("n_tokens"),
             planned_draws=None if planned is None else np.asarray(planned, dtype=np.int64),
             repeats_per_document=repeats,
+            cluster_ids=None if ids is None else np.asarray(ids, dtype=np.int64),
         )
 
 
@@ -98,11 +119,23 @@ def compute_stats(
     exhausted_at: int | None,
     clip_step: np.ndarray,
     planned_draws: np.ndarray | None = None,
+    cluster_ids: np.ndarray | None = None,
 ) -> ScheduleStats:
-    """Statistics of ``indices`` (a schedule over documents with ``labels``)."""
-    n_labels = int(labels.max()) + 1
+    """Statistics of ``indices`` (a schedule over documents with ``labels``).
+
+    ``cluster_ids`` (ascending) are the clusters reported; default every id
+    ``0 .. max_label``. ``clip_step`` and ``planned_draws`` are aligned with them.
+    """
+    if cluster_ids is None:
+        cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
     repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64)
-    draws = np.bincount(labels[indices], minlength=n_labels).astype(np.int64)
+    sparse = cluster_ids.size and int(cluster_ids[-1]) != cluster_ids.size - 1
+    draws = np.zeros(cluster_ids.size, dtype=np.int64)
+    for start in range(0, indices.shape[0], _CHUNK):  # no temporary as long as the schedule
+        drawn = labels[indices[start : start + _CHUNK]]
+        if sparse:
+            drawn = np.searchsorted(cluster_ids, drawn)
+        draws += np.bincount(drawn, minlength=cluster_ids.size)
     return ScheduleStats(
         n_draws=int(indices.size),
         budget_met=budget_met,
@@ -114,4 +147,5 @@ def compute_stats(
         n_tokens=None if lengths is None else int(lengths[indices].sum()),
         planned_draws=planned_draws,
         repeats_per_document=repeats,
+        cluster_ids=cluster_ids,
     )
