@@ -144,7 +144,7 @@ OPTION_CASES = {
     "max-repeats abc": (["--n-clusters", "3", "--max-repeats", "abc"],
                         ["argument --max-repeats: expected an int or one of none, inf"]),
     "seed -1": (["--n-clusters", "3", "--seed", "-1"],
-                ["`--seed` must be an int in [0, inf); got -1"]),
+                ["`--seed` must be an int in [0, 2**63-1]; got -1"]),
     "unknown policy": (["--n-clusters", "3", "--policy", "balanced"],
                        ["argument --policy: invalid choice: 'balanced'"]),
     "alpha without temperature": (["--n-clusters", "3", "--alpha", "0.5"],

@@ -1,7 +1,8 @@
 """What each random draw is keyed by (DESIGN.md section 2, schedule/engine.py).
 
 * The cluster choice at global position ``t`` uses the uniform ``t % B`` of
-  ``default_rng(SeedSequence([seed, PURPOSE_CHOICE, t // B]))``, ``B = CHOICE_BLOCK``:
+  ``default_rng(SeedSequence([seed, PURPOSE_CHOICE, t // B]))``, ``B = CHOICE_BLOCK``
+  (seeds from ``2**32`` on use the wide word layout, so no seed aliases another):
   every block has its own draws, fixed by (seed, block) alone.
 * The permutation of pass ``p`` of cluster ``k`` is regenerated from
   ``(seed, k, p)``: the order in which a cluster's documents come depends on
@@ -26,8 +27,15 @@ B = 65_536  # CHOICE_BLOCK, part of SCHEDULE_VERSION (test_golden pins it)
 PURPOSE_CHOICE = 1
 
 
+def documented_words(seed: int, block: int) -> list[int]:
+    """The documented entropy words (docs/sampler.md): narrow below 2**32, wide above."""
+    if seed < 2**32 and block < 2**32:
+        return [seed, PURPOSE_CHOICE, block]
+    return [seed % 2**32, 0xFFFFFFFF, seed // 2**32, PURPOSE_CHOICE, block % 2**32, block // 2**32]
+
+
 def documented_uniforms(seed: int, block: int) -> np.ndarray:
-    return np.random.default_rng(np.random.SeedSequence([seed, PURPOSE_CHOICE, block])).random(B)
+    return np.random.default_rng(np.random.SeedSequence(documented_words(seed, block))).random(B)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
