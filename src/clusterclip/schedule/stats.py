@@ -120,22 +120,31 @@ def compute_stats(
     clip_step: np.ndarray,
     planned_draws: np.ndarray | None = None,
     cluster_ids: np.ndarray | None = None,
+    members: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> ScheduleStats:
     """Statistics of ``indices`` (a schedule over documents with ``labels``).
 
     ``cluster_ids`` (ascending) are the clusters reported; default every id
     ``0 .. max_label``. ``clip_step`` and ``planned_draws`` are aligned with them.
+    ``members``, optional: ``(documents, offsets, at)``, the documents of the
+    clusters ``cluster_ids[at]`` concatenated (cluster ``i``'s from ``offsets[i]``),
+    holding every scheduled document: draws per cluster are then summed over
+    them, without looking up a label per draw (a search each for sparse ids).
     """
     if cluster_ids is None:
         cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
     repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64)
     sparse = cluster_ids.size and int(cluster_ids[-1]) != cluster_ids.size - 1
     draws = np.zeros(cluster_ids.size, dtype=np.int64)
-    for start in range(0, indices.shape[0], _CHUNK):  # no temporary as long as the schedule
-        drawn = labels[indices[start : start + _CHUNK]]
-        if sparse:
-            drawn = np.searchsorted(cluster_ids, drawn)
-        draws += np.bincount(drawn, minlength=cluster_ids.size)
+    if sparse and members is not None:
+        documents, offsets, at = members
+        draws[at] = np.add.reduceat(repeats[documents], offsets) if offsets.size else 0
+    else:
+        for start in range(0, indices.shape[0], _CHUNK):  # no temporary as long as T
+            drawn = labels[indices[start : start + _CHUNK]]
+            if sparse:
+                drawn = np.searchsorted(cluster_ids, drawn)
+            draws += np.bincount(drawn, minlength=cluster_ids.size)
     return ScheduleStats(
         n_draws=int(indices.size),
         budget_met=budget_met,
