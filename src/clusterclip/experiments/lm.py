@@ -47,7 +47,7 @@ import numpy as np
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.experiments import data, evaluate
 from clusterclip.experiments.model import ModelConfig, build_model
-from clusterclip.experiments.prepare import Prepared, prepare
+from clusterclip.experiments.prepare import Prepared, SplitOptions, prepare
 
 __all__ = [
     "ExperimentConfig",
@@ -65,26 +65,30 @@ DEFAULT_POLICIES = "random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """Everything one experiment depends on (recorded with every result line)."""
+    """Everything one experiment depends on (recorded with every result line).
 
-    corpus: str = "kjv"
-    text_field: str = "text"
-    label_field: str | None = None
+    The corpus and split fields take their defaults from
+    :class:`~clusterclip.experiments.prepare.SplitOptions` (one declaration each).
+    """
+
+    corpus: str = SplitOptions.corpus
+    text_field: str = SplitOptions.text_field
+    label_field: str | None = SplitOptions.label_field
     workdir: str = "runs/kjv"
     out: str = "results/kjv"
-    max_docs: int | None = None
-    data_seed: int = 0
+    max_docs: int | None = SplitOptions.max_docs
+    data_seed: int = SplitOptions.data_seed
     encoder: str = "sentence-transformers"
     n_clusters: int = 100
-    tail_docs: int | None = None
-    tail_span: float = 150.0
-    heldout_per_cluster: int = 12
-    heldout_fraction: float = 0.1
-    near_duplicate: float = 0.95
-    vocab_size: int = 1024
-    max_doc_tokens: int = 256
-    independent_encoder: str = "auto"
-    independent_clusters: int | None = None
+    tail_docs: int | None = SplitOptions.tail_docs
+    tail_span: float = SplitOptions.tail_span
+    heldout_per_cluster: int = SplitOptions.heldout_per_cluster
+    heldout_fraction: float = SplitOptions.heldout_fraction
+    near_duplicate: float = SplitOptions.near_duplicate
+    vocab_size: int = SplitOptions.vocab_size
+    max_doc_tokens: int = SplitOptions.max_doc_tokens
+    independent_encoder: str = SplitOptions.independent_encoder
+    independent_clusters: int | None = SplitOptions.independent_clusters
     tokens: int = 200_000
     epochs: float = 1.0
     regime: str | None = None
