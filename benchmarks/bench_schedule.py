@@ -10,22 +10,35 @@ allocations) of
   consumed block by block, at T and at T / 5 (peak memory must not grow with T);
 * the planned order at T.
 
+``--many-clusters`` runs another section instead: K clusters of 1 to 20
+documents each (10^6 by default), one ``build_schedule`` of T draws (10^7), with
+dense ids (0..K-1) and with the same clusters under sparse ids in [0, 2**31).
+Each build runs in a child process of its own, which reports its wall time and
+its peak resident memory (``ru_maxrss``: labels, schedule and statistics
+included), next to a child running ``rng.permutation(T)``; rounds alternate.
+
 Run::
 
     PYTHONPATH=src python benchmarks/bench_schedule.py            # N=10M, K=2000, T=50M
     PYTHONPATH=src python benchmarks/bench_schedule.py --quick    # N=1M, K=500, T=5M
+    PYTHONPATH=src python benchmarks/bench_schedule.py --many-clusters   # K=10^6 tiny, T=10^7
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
 import tracemalloc
 
 import numpy as np
 
-from clusterclip.schedule import iter_schedule
+from clusterclip.schedule import build_schedule, iter_schedule
 
 
 def zipf_labels(n_documents: int, n_clusters: int, *, exponent: float = 1.0) -> np.ndarray:
@@ -70,15 +83,102 @@ def consume(labels: np.ndarray, total: int, order: str) -> int:
     return checksum
 
 
+def tiny_cluster_labels(n_clusters: int, *, sparse: bool) -> np.ndarray:
+    """K clusters of 1..20 documents (shuffled); ``sparse``: the same under ids in [0, 2**31)."""
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 21, n_clusters)
+    labels = np.repeat(np.arange(n_clusters, dtype=np.int64), sizes)
+    labels = labels[rng.permutation(labels.size)]
+    if sparse:  # distinct random ids, ascending like the dense ones (same cluster order)
+        ids = np.sort(rng.choice(2**31, size=n_clusters, replace=False))
+        labels = ids[labels]
+    return labels
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def child(case: str, n_clusters: int, draws: int, max_repeats: int | None) -> None:
+    """One measured build in this (fresh) process; prints one JSON line."""
+    labels = None
+    if case != "permutation":
+        labels = tiny_cluster_labels(n_clusters, sparse=case == "sparse")
+    before = _resident_mib()
+    start = time.perf_counter()
+    if labels is None:
+        np.random.default_rng(0).permutation(draws)
+    else:
+        schedule = build_schedule(labels, max_repeats=max_repeats, num_samples=draws, seed=0)
+        assert len(schedule) == draws
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
+    print(json.dumps({"wall": wall, "peak_mib": peak, "before_mib": before}))
+
+
+def many_clusters(args: argparse.Namespace) -> None:
+    k, t = args.clusters or 1_000_000, args.draws or 10_000_000
+    repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
+    print(
+        f"K={k:,} clusters of 1..20 documents, T={t:,} draws, max_repeats={repeats}, "
+        "build_schedule in a child process per run"
+    )
+    runs: dict[str, list[dict[str, float]]] = {"permutation": [], "dense": [], "sparse": []}
+    for _ in range(args.rounds):  # the machine is shared: alternate, keep each one's best
+        for case in runs:
+            command = [sys.executable, __file__, "--child", case, "--clusters", str(k)]
+            command += ["--draws", str(t), "--max-repeats", str(args.max_repeats)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            runs[case].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    best = {case: min(r["wall"] for r in values) for case, values in runs.items()}
+    for case, values in runs.items():
+        shown = ", ".join(f"{r['wall']:.2f}" for r in values)
+        peak = max(r["peak_mib"] for r in values)
+        print(
+            f"{case:>12}: wall best {best[case]:6.2f} s (rounds: {shown}); peak RSS "
+            f"{peak:7.1f} MiB ({values[0]['before_mib']:.1f} MiB before the timed part)"
+        )
+    base = best["permutation"]
+    dense_peak = max(r["peak_mib"] for r in runs["dense"])
+    sparse_peak = max(r["peak_mib"] for r in runs["sparse"])
+    print(
+        f"ratio dense / permutation: {best['dense'] / base:.1f}, sparse / permutation: "
+        f"{best['sparse'] / base:.1f}  (target <= 3)"
+    )
+    print(
+        f"peak RSS dense {dense_peak:.0f} MiB, sparse ids up to 2**31 {sparse_peak:.0f} MiB "
+        f"(ratio {sparse_peak / dense_peak:.2f}; target < 1024 MiB, ratio ~1)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N=1M, K=500, T=5M")
+    parser.add_argument(
+        "--many-clusters",
+        action="store_true",
+        help="K=10^6 clusters of 1..20 documents, T=10^7: dense and sparse ids, in children",
+    )
+    parser.add_argument("--max-repeats", default="4", help="--many-clusters: R, or none")
+    parser.add_argument(
+        "--child",
+        choices=("permutation", "dense", "sparse"),
+        help="one measured run of --many-clusters, in this process (prints JSON)",
+    )
     parser.add_argument("--documents", type=int, default=None)
     parser.add_argument("--clusters", type=int, default=None)
     parser.add_argument("--draws", type=int, default=None)
     parser.add_argument("--skip-planned", action="store_true")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (best kept)")
     args = parser.parse_args()
+    if args.child:
+        repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
+        child(args.child, args.clusters, args.draws, repeats)
+        return
+    if args.many_clusters:
+        many_clusters(args)
+        return
     n = args.documents or (1_000_000 if args.quick else 10_000_000)
     k = args.clusters or (500 if args.quick else 2000)
     t = args.draws or (5_000_000 if args.quick else 50_000_000)
