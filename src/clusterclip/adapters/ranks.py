@@ -12,7 +12,7 @@ positions ``c + r + j * W`` for ``j = 0 .. n - 1``, where
   again every rank reads the same count.
 
 Equal counts matter: a rank that runs out one step early leaves the others
-waiting in their next collective (all-reduce) forever. A configuration that
+waiting in their next collective (all-reduce) forever. A configuration
 that gives the ranks nothing (a schedule shorter than the world size with
 ``drop_last=True``) is refused (:func:`check_share`), never answered with an
 empty epoch.
