@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,14 @@ def export_flat_tokens(
         total = sum(int((spans[b, 1] - spans[b, 0]).sum()) for b in iter_schedule_blocks(indices))
         cached = _memmap(cache, dtype)
         n_positions = int(indices.shape[0])
+        distinct = int((spans[:, 0] >= 0).sum())
+        print(  # the cost up front: a flat array stores a repeated document again
+            f"export flat-tokens: {n_positions:,} positions; writing {total:,} tokens, about "
+            f"{_size(total * dtype.itemsize)} ({_size(int(cached.size) * dtype.itemsize)} for "
+            f"the {distinct:,} distinct documents; repeated documents are stored again)",
+            file=sys.stderr,
+            flush=True,
+        )
         with (
             atomic_path(out / TOKENS) as tokens_tmp,
             atomic_path(out / OFFSETS) as offsets_tmp,
