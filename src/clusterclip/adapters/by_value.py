@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import ClusterClipError
-from clusterclip.io import WorkDir, atomic_write_json, fingerprint_file
+from clusterclip.io import WorkDir, atomic_write_json, fingerprint_file, human_bytes
 from clusterclip.io.readers import DEFAULT_TEXT_FIELDS
 
 __all__ = ["ScheduledTexts", "open_scheduled_texts", "replaced_directory"]
@@ -82,7 +82,7 @@ class ScheduledTexts:
         ratio = scheduled / corpus if corpus else 0.0
         print(
             f"{what}: {len(self):,} draws of {distinct:,} documents; writing {ratio:.2f}x the "
-            f"corpus: about {_human(scheduled)} (repeated documents are stored again)",
+            f"corpus: about {human_bytes(scheduled)} (repeated documents are stored again)",
             file=sys.stderr,
             flush=True,
         )
@@ -186,13 +186,3 @@ def replaced_directory(out: str | os.PathLike[str], *, what: str) -> Iterator[Pa
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _human(n_bytes: int) -> str:
-    """``1834`` -> ``'1.8 kB'`` (decimal units, as disks are sold)."""
-    value = float(n_bytes)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"

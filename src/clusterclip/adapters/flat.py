@@ -47,21 +47,13 @@ from clusterclip.adapters.tokens import (
     tokenize_scheduled,
 )
 from clusterclip.errors import ClusterClipError, invalid
-from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file
+from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file, human_bytes
 from clusterclip.progress import progress_bar
 
 __all__ = ["FlatTokens", "export_flat_tokens"]
 
 TOKENS, OFFSETS, DOCUMENT_IDS, META = "tokens.bin", "offsets.npy", "document_ids.npy", "tokens.json"
 _CACHE = ".tokens-cache.bin"
-
-
-def _size(n_bytes: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n_bytes < 1000 or unit == "TB":
-            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
-        n_bytes /= 1000
-    raise AssertionError  # pragma: no cover
 
 
 def export_flat_tokens(
@@ -120,7 +112,7 @@ def export_flat_tokens(
         distinct = int((spans[:, 0] >= 0).sum())
         print(  # the cost up front: a flat array stores a repeated document again
             f"export flat-tokens: {n_positions:,} positions; writing {total:,} tokens, about "
-            f"{_size(total * dtype.itemsize)} ({_size(int(cached.size) * dtype.itemsize)} for "
+            f"{human_bytes(total * dtype.itemsize)} ({human_bytes(int(cached.size) * dtype.itemsize)} for "
             f"the {distinct:,} distinct documents; repeated documents are stored again)",
             file=sys.stderr,
             flush=True,
@@ -134,7 +126,7 @@ def export_flat_tokens(
             ids = np.lib.format.open_memmap(ids_tmp, "w+", np.int64, (n_positions,))
             offsets[0] = 0
             written = 0
-            desc = f"flat tokens ({_size(total * dtype.itemsize)})"
+            desc = f"flat tokens ({human_bytes(total * dtype.itemsize)})"
             with (
                 open(tokens_tmp, "wb", buffering=1 << 20) as handle,
                 progress_bar(total=total, desc=desc, unit="tok") as bar,

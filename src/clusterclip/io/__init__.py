@@ -12,6 +12,7 @@ from clusterclip.io.files import (
     atomic_write_json,
     fingerprint_array,
     fingerprint_file,
+    human_bytes,
     json_default,
     versions,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "check_upstream",
     "fingerprint_array",
     "fingerprint_file",
+    "human_bytes",
     "json_default",
     "read_manifest",
     "read_stage",

@@ -17,6 +17,7 @@ __all__ = [
     "atomic_write_json",
     "fingerprint_array",
     "fingerprint_file",
+    "human_bytes",
     "json_default",
     "versions",
 ]
@@ -81,6 +82,20 @@ def json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def human_bytes(n_bytes: int) -> str:
+    """A byte count in decimal units, as disks are sold.
+
+    >>> human_bytes(1834), human_bytes(412_170), human_bytes(999)
+    ('1.8 kB', '412.2 kB', '999 B')
+    """
+    value = float(n_bytes)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
 
 
 def fingerprint_file(path: str | os.PathLike[str], *, chunk_size: int = 1 << 22) -> str:
