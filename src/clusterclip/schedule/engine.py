@@ -286,8 +286,9 @@ class Prepared:
                 seed=self.config.seed,
                 purpose=PURPOSE_FALLBACK_PASS,
             )
-            if self.units is not None:
-                self._fallback = RotatingGroups(self._fallback, self.units)
+            if self.units is not None:  # every unit had its R passes: the turns go on
+                first = self.config.max_repeats or 0
+                self._fallback = RotatingGroups(self._fallback, self.units, first_pass=first)
         return self._fallback
 
 

@@ -187,12 +187,22 @@ class RotatingGroups:
 
     Forwards every attribute to the wrapped groups; the three methods that
     produce documents or their tokens apply :meth:`Units.rotate` with each
-    draw's pass number (``draw // size`` of its group).
+    draw's pass number (``first_pass + draw // size`` of its group).
+
+    Parameters
+    ----------
+    groups : Groups
+    units : Units
+    first_pass : int
+        Occurrences every unit had before these groups' first draw: 0 for the
+        clusters; ``max_repeats`` for the random passes after exhaustion (every
+        unit has then had exactly its R passes), so the turns go on.
     """
 
-    def __init__(self, groups: Any, units: Units) -> None:
+    def __init__(self, groups: Any, units: Units, *, first_pass: int = 0) -> None:
         self.inner = groups
         self.units = units
+        self.first_pass = int(first_pass)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -212,7 +222,7 @@ class RotatingGroups:
         docs = self.inner.lookup(group, draw, first=first, end=end)
         group = np.asarray(group, dtype=np.int64)
         passes = np.asarray(draw, dtype=np.int64) // self.inner.sizes[group]
-        return self.units.rotate(docs, passes)
+        return self.units.rotate(docs, passes + self.first_pass)
 
     def lookup_grouped(
         self, order: np.ndarray, per_group: np.ndarray, first: np.ndarray
@@ -223,7 +233,7 @@ class RotatingGroups:
         draws = np.arange(order.shape[0], dtype=np.int64) + np.repeat(first - start, per_group)
         passes = np.empty(order.shape[0], dtype=np.int64)
         passes[order] = draws // np.repeat(self.inner.sizes, per_group)
-        return self.units.rotate(docs, passes)
+        return self.units.rotate(docs, passes + self.first_pass)
 
     def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
         """Tokens of the first ``counts[g]`` draws of every group, rotation included (exact).
@@ -235,13 +245,16 @@ class RotatingGroups:
         inner = self.inner
         counts = np.asarray(counts, dtype=np.int64)
         full = counts // inner.sizes
-        total = self.units.tokens_over(inner.members, np.repeat(full, inner.sizes), lengths)
+        units, before = inner.members, np.repeat(full, inner.sizes)
+        total = self.units.tokens_over(units, before + self.first_pass, lengths)
+        if self.first_pass:  # only the draws of these groups: not the passes before them
+            total -= self.units.tokens_over(units, np.full(units.size, self.first_pass), lengths)
         partial = counts - full * inner.sizes
         for g in np.flatnonzero(partial).tolist():
             p, per = int(full[g]), int(inner.passes[g])
             row = inner.permutations(g, p // per, p % per + 1)[p % per]
             start = int(inner.offsets[g])
             drawn = inner.members[start : start + int(inner.sizes[g])][row[: partial[g]]]
-            docs = self.units.rotate(drawn, np.full(drawn.size, p, dtype=np.int64))
+            docs = self.units.rotate(drawn, np.full(drawn.size, p + self.first_pass, np.int64))
             total += int(lengths[docs].sum())
         return total
