@@ -92,14 +92,21 @@ def most_draws(
     return max(int(counts[g].sum()) for g in groups)
 
 
+#: Printed by the stage's process at its end: its own peak resident memory. (The
+#: rusage of a child counts the parent's memory it was forked with, even after exec.)
+_PEAK = "; print('VmHWM', [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+
+
 def timed_stage(code: str) -> tuple[float, float]:
     """(seconds, peak RSS MiB) of ``code`` run in a fresh Python process."""
     began = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy())
-    _, status, usage = os.wait4(process.pid, 0)
-    if status:
-        raise SystemExit(f"stage failed: {code}")
-    return time.perf_counter() - began, usage.ru_maxrss / 1024
+    done = subprocess.run(
+        [sys.executable, "-c", code + _PEAK], env=os.environ.copy(), capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"stage failed: {code}\n{done.stderr}")
+    peak_kib = int(done.stdout.split("VmHWM")[-1].split()[0].strip("[]'"))
+    return time.perf_counter() - began, peak_kib / 1024
 
 
 def main() -> None:

@@ -73,9 +73,9 @@ def test_errors_exit_2_and_name_the_problem(planted, tmp_path, capsys):
     assert "does not exist" in err and "Traceback" not in err
     assert main(["dedup", "--workdir", str(work), "--dedup-threshold", "1.5"]) == 2
     assert "`--dedup-threshold` must be a cosine in (0, 1]; got 1.5" in capsys.readouterr().err
-    assert main(["dedup", "--workdir", str(work), "--dedup-threshold", "0.9"]) == 2
+    assert main(["dedup", "--workdir", str(work), "--dedup-threshold", "0.85"]) == 2
     err = capsys.readouterr().err
-    assert "threshold: 0.95 -> 0.9" in err and "--overwrite" in err
+    assert "threshold: 0.9 -> 0.85" in err and "--overwrite" in err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["dedup", "--workdir", str(empty)]) == 2

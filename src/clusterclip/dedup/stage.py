@@ -81,7 +81,7 @@ def dedup(
 
     Examples
     --------
-    >>> result = dedup("work", threshold=0.95)  # doctest: +SKIP
+    >>> result = dedup("work", threshold=0.9)  # doctest: +SKIP
     >>> result.summary["groups"], result.summary["documents_in_groups"]  # doctest: +SKIP
     (41, 97)
     """
