@@ -46,6 +46,7 @@ def open_stream(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    duplicate_of: Any = None,
 ) -> ScheduleStream:
     """Validate every argument and return the engine (used by the adapters and the CLI).
 
@@ -68,7 +69,7 @@ def open_stream(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
-    ).stream(labels, lengths)
+    ).stream(labels, lengths, duplicate_of=duplicate_of)
 
 
 def build_schedule(
@@ -84,6 +85,7 @@ def build_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    duplicate_of: Any = None,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
 
@@ -118,6 +120,14 @@ def build_schedule(
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
+    duplicate_of : array_like of int, shape (N,), optional
+        Near-duplicate groups: the representative (lowest index) of every
+        document's group, its own index when it has no copy
+        (``clusterclip.io.WorkDir(W).duplicate_of()`` after the dedup stage).
+        Each group is then drawn as one unit in its representative's cluster,
+        its members taking turns (occurrence ``p`` emits member ``p % g``), so
+        a group's members together appear at most ``max_repeats`` times.
+        None (default): every document is its own unit.
 
     Returns
     -------
@@ -147,7 +157,7 @@ def build_schedule(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
-    ).build(labels, lengths)
+    ).build(labels, lengths, duplicate_of=duplicate_of)
 
 
 def iter_schedule(
@@ -165,6 +175,7 @@ def iter_schedule(
     seed: int,
     start: int = 0,
     block_size: int = 65536,
+    duplicate_of: Any = None,
 ) -> Iterator[np.ndarray]:
     """Stream the global schedule in int64 blocks, from global position ``start``.
 
@@ -202,4 +213,4 @@ def iter_schedule(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
-    ).iterate(labels, lengths, start=start, block_size=block_size)
+    ).iterate(labels, lengths, start=start, block_size=block_size, duplicate_of=duplicate_of)
