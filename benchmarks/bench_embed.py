@@ -23,6 +23,7 @@ Usage::
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py [--quick]
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --paired 8   # transformer ratio only
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --batching   # batch shapes
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --layout 3   # fixed shapes vs sorted
 """
 
 from __future__ import annotations
@@ -242,6 +243,76 @@ def batching_sweep(n_docs: int, rounds: int = 3) -> None:
             print(f"{precision} {corpus} ({len(texts)} docs), median docs/s: {cells}", flush=True)
 
 
+def sorted_budget_encode(encoder, texts: list[str], shard: int) -> np.ndarray:
+    """The batching before fixed shapes (commit d3ef696), on the same model object:
+    per shard, texts sorted longest first, cut into batches of ~4,096 padded
+    tokens, each padded to its longest text."""
+    import torch
+
+    out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+    limit = int(encoder.model.max_seq_length or 512)
+    for begin in range(0, len(texts), shard):
+        part = texts[begin : begin + shard]
+        lengths = np.minimum(encoder.count_tokens([t[: 32 * limit] for t in part]) + 2, limit)
+        order = np.argsort(-lengths, kind="stable")
+        start = 0
+        while start < len(order):
+            rows = order[start : start + max(1, min(512, 4096 // max(1, lengths[order[start]])))]
+            start += len(rows)
+            features = encoder._preprocess([part[i] for i in rows])
+            with torch.inference_mode():
+                pooled = encoder.model(features)["sentence_embedding"].float()
+            out[begin + rows] = torch.nn.functional.normalize(pooled, dim=1).numpy()
+    return out
+
+
+def layout_comparison(rounds: int, *, precision: str = "float32") -> None:
+    """Fixed-shape micro-batches (today) against the sorted token-budget batches
+    they replaced, alternated in one process on the same encoder: docs/s ratio,
+    and whether each layout's vectors change with the shard size."""
+    from clusterclip.embed.encoders import EncoderSpec
+
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    corpora = {
+        "1,000 KJV verses, shards of 1,000": (verses[:: len(verses) // 1000][:1000], 1000),
+        "1,000 KJV verses, shards of 250": (verses[:: len(verses) // 1000][:1000], 250),
+        "384 ~100-token chunks, one shard": (chunks[:: len(chunks) // 384][:384], 384),
+    }
+    encoder = EncoderSpec(device="cpu", precision=precision).build()
+    encoder.encode(verses[:8])
+    for name, (texts, shard) in corpora.items():
+        ratios = []
+        for round_ in range(rounds):
+            timings = {}
+            for kind in ("fixed", "sorted") if round_ % 2 == 0 else ("sorted", "fixed"):
+                start = time.perf_counter()
+                if kind == "fixed":
+                    parts = [
+                        encoder.encode(texts[i : i + shard]) for i in range(0, len(texts), shard)
+                    ]
+                    fixed = np.concatenate(parts)
+                else:
+                    old = sorted_budget_encode(encoder, texts, shard)
+                timings[kind] = time.perf_counter() - start
+            ratios.append(timings["sorted"] / timings["fixed"])
+            print(
+                f"  {name}: fixed {len(texts) / timings['fixed']:.1f} docs/s, sorted "
+                f"{len(texts) / timings['sorted']:.1f} docs/s, ratio {ratios[-1]:.3f}",
+                flush=True,
+            )
+        whole_old = sorted_budget_encode(encoder, texts, len(texts))
+        moved_old = int((np.abs(old - whole_old).max(axis=1) > 0).sum())
+        whole_new = encoder.encode(texts)
+        moved_new = int((np.abs(fixed - whole_new).max(axis=1) > 0).sum())
+        print(
+            f"{precision} {name}: fixed shapes run at {float(np.median(ratios)):.3f}x the docs/s "
+            f"of sorted batches (median of {rounds}); rows that differ from one whole shard: "
+            f"sorted {moved_old} (max |diff| {np.abs(old - whole_old).max():.1e}), fixed {moved_new}",
+            flush=True,
+        )
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -289,6 +360,10 @@ def main() -> None:
         "--batching", action="store_true",
         help="only sweep the transformer's batch shapes (fixed texts vs token budgets)",
     )  # fmt: skip
+    parser.add_argument(
+        "--layout", type=int, metavar="ROUNDS", default=None,
+        help="only compare fixed-shape micro-batches with sorted token-budget batches (fp32)",
+    )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -296,6 +371,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.case:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
+        return
+    if args.layout:
+        layout_comparison(args.layout)
         return
     if args.batching:
         batching_sweep(96 if args.quick else 384)

@@ -34,6 +34,7 @@ given on the command line override the file; a budget flag (``--num-samples``,
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,9 +86,23 @@ class RunOptions:
         "Where embed and the cluster assignment run: in this process, or on a Ray cluster.",
         choices=("local", "ray"),
     )
+    portable: bool = option(
+        False,
+        "Results that do not depend on the CPU's bfloat16/AMX support: float32 encoding "
+        "(embed.precision) and the exact torch-fp32 k-means backend (cluster.backend) "
+        "instead of what `auto` picks for this machine.",
+        kind="bool",
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+#: What ``portable = true`` fixes: (section, option, value `auto` becomes, values allowed).
+PORTABLE = (
+    ("embed", "precision", "float32", ("auto", "float32")),
+    ("cluster", "backend", "torch-fp32", ("auto", "torch-fp32", "numpy", "faiss")),
+)
 
 
 #: TOML section -> options class ("" = top level).
@@ -116,6 +131,7 @@ class RunConfig:
     workdir: str | None = None
     seed: int = RunOptions.seed
     engine: str = RunOptions.engine
+    portable: bool = RunOptions.portable
     embed: EmbedOptions = field(default_factory=EmbedOptions)
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
     dedup: DedupOptions = field(default_factory=DedupOptions)
@@ -124,7 +140,17 @@ class RunConfig:
     ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
-        RunOptions(seed=self.seed, engine=self.engine)  # validates both
+        RunOptions(seed=self.seed, engine=self.engine, portable=self.portable)  # validates all
+        for section, name, _, allowed in PORTABLE if self.portable else ():
+            value = getattr(getattr(self, section), name)
+            if value not in allowed:
+                raise invalid(
+                    f"{section}.{name}",
+                    f"one of {', '.join(allowed)} with portable = true (its choice depends on "
+                    "the CPU)",
+                    value,
+                    f"Drop {hint(name, value)}, or drop {hint('portable', True)}.",
+                )
         given = self.ray.engine_options()
         if self.engine != "ray" and given:
             names = ", ".join(f"`{spell(name)}`" for name in given)
@@ -133,8 +159,13 @@ class RunConfig:
             )
 
     def stage_options(self, section: str) -> Any:
-        """The options of one stage, with the run-wide seed applied."""
+        """The options of one stage, with the run-wide seed (and ``portable``) applied."""
         options = getattr(self, section)
+        for where, name, value, _ in PORTABLE if self.portable else ():
+            if where == section and getattr(options, name) == "auto":
+                if value == "torch-fp32" and importlib.util.find_spec("torch") is None:
+                    value = "numpy"  # the same exact fp32 product, without torch
+                options = dataclasses.replace(options, **{name: value})
         return dataclasses.replace(options, seed=self.seed) if section in SEEDED else options
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,7 +174,7 @@ class RunConfig:
 
 
 def _top_level(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """Top-level keys: inputs, workdir, seed, engine, report (bool)."""
+    """Top-level keys: inputs, workdir, seed, engine, portable, report (bool)."""
     top: dict[str, Any] = {}
     for key, value in data.items():
         if key in ("inputs", "workdir"):
@@ -154,10 +185,12 @@ def _top_level(data: dict[str, Any], where: str) -> dict[str, Any]:
             if key == "workdir" and not isinstance(value, str):
                 raise invalid("workdir", f"a path{where}", value)
             top[key] = value
-        elif key in ("seed", "engine"):
+        elif key in ("seed", "engine", "portable"):
             top[key] = getattr(from_mapping(RunOptions, {key: value}, where=where), key)
         else:
-            valid = ["inputs", "workdir", "seed", "engine"] + [f"[{s}]" for s in SECTIONS if s]
+            valid = ["inputs", "workdir", "seed", "engine", "portable"] + [
+                f"[{s}]" for s in SECTIONS if s
+            ]
             raise ClusterClipError(
                 f"unknown option `{key}`{where}. Valid keys at the top level: {', '.join(valid)}."
             )

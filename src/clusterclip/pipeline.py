@@ -206,4 +206,27 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
     for name in ("embed", "cluster", "dedup"):
         if name in outcomes and outcomes[name].action != "skipped":
             result[name] = outcomes[name].summary
+    result["resolved"] = resolved_choices(work)
     return result
+
+
+def resolved_choices(work: Any) -> dict[str, Any]:
+    """What ``auto`` settings became on this machine, and the seed stability, from the manifest.
+
+    ``{"encoder", "device", "precision", "kmeans_backend", "threads", "cpu", "stability"}``:
+    the choices that make results differ between machines (docs/clustering.md,
+    "Identical across machines?").
+    """
+    from clusterclip.cluster.blas import cpu_model
+
+    embed = (work.entry("embed") or {}).get("encoder", {})
+    cluster = (work.entry("cluster") or {}).get("summary", {})
+    return {
+        "encoder": embed.get("encoder"),
+        "device": embed.get("device"),
+        "precision": embed.get("precision"),
+        "kmeans_backend": cluster.get("backend"),
+        "threads": cluster.get("threads"),
+        "cpu": cpu_model(),
+        "stability": cluster.get("stability"),
+    }

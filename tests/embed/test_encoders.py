@@ -10,8 +10,10 @@ import pytest
 from clusterclip.embed.encoders import (
     CPU_BATCH_TOKENS,
     EncoderSpec,
+    bucket_length,
     cpu_supports_bfloat16,
     fit_tfidf,
+    micro_batch_rows,
 )
 from clusterclip.errors import ClusterClipError
 
@@ -106,26 +108,23 @@ def test_sentence_transformer_encoder(labelled):
     assert list(encoder.count_tokens(["In the beginning God created"])) == [5]
 
 
-def test_cpu_batches_hold_a_token_budget(labelled):
+def test_cpu_micro_batches_have_fixed_shapes(labelled):
     pytest.importorskip("sentence_transformers")
     texts = labelled[0][::3]
     encoder = EncoderSpec(device="cpu").build()
-    assert (encoder.batch_size, encoder.batch_tokens) == (None, CPU_BATCH_TOKENS)
-    encoder.batch_tokens = 256  # small, so these verses need many batches of unequal sizes
-    batches = encoder.batches(texts)
-    rows = np.concatenate(batches)
+    assert encoder.batch_tokens == CPU_BATCH_TOKENS
+    plan = encoder.micro_batches(texts)
+    rows = np.concatenate([members for _, _, members in plan])
     assert sorted(rows.tolist()) == list(range(len(texts)))  # every text exactly once
-    padded = np.minimum(encoder.count_tokens(texts) + 2, encoder.model.max_seq_length)
-    assert list(padded[rows]) == sorted(padded, reverse=True)  # longest first
-    sizes = {len(batch) for batch in batches}
-    assert len(sizes) > 1
-    for batch in batches:
-        assert len(batch) == 1 or len(batch) * padded[batch].max() <= 256
-    budgeted = encoder.encode(texts)
-    encoder.batch_size, encoder.batch_tokens = 7, None  # an explicit batch size: 7 texts each
-    assert [len(batch) for batch in encoder.batches(texts)][:-1] == [7] * (len(texts) // 7)
-    fixed = encoder.encode(texts)
-    assert (budgeted * fixed).sum(axis=1).min() > 0.999
+    _, lengths = encoder._features(texts)
+    for length, n_rows, members in plan:
+        # the shape is a function of each member's own length only
+        assert all(
+            bucket_length(n, encoder.model.max_seq_length) == length for n in lengths[members]
+        )
+        assert n_rows == micro_batch_rows(length, CPU_BATCH_TOKENS) >= len(members)
+        assert length * n_rows <= CPU_BATCH_TOKENS or n_rows == 1
+    assert [length for length, _, _ in plan] == sorted((p[0] for p in plan), reverse=True)
 
 
 @pytest.mark.skipif(not cpu_supports_bfloat16(), reason="CPU has no native bfloat16")

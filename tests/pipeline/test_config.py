@@ -78,7 +78,7 @@ def test_unknown_keys_name_the_key_and_the_valid_ones(tmp_path):
     with pytest.raises(
         ClusterClipError,
         match=r"unknown option `n_cluster` in .*\. Valid keys at the top level: inputs, workdir, "
-        r"seed, engine, \[embed\], \[cluster\], \[dedup\], \[schedule\], \[report\], \[ray\]\.",
+        r"seed, engine, portable, \[embed\], \[cluster\], \[dedup\], \[schedule\], \[report\], \[ray\]\.",
     ):
         load_config(path)
 

@@ -33,3 +33,42 @@ def test_demo_runs_offline_with_the_default_encoder(tmp_path, capsys, monkeypatc
     # A rerun does nothing.
     assert main(["demo", "--workdir", str(workdir), "--sample", "200", "--n-clusters", "6"]) == 0
     assert "embed     skipped" in capsys.readouterr().out
+
+
+def _shape(line: str, workdir: str) -> str:
+    """A summary line with its numbers, paths and machine-specific words taken out."""
+    import re
+
+    line = re.sub(r"file://\S+", "file://PATH", line.replace(workdir, "W"))
+    if line.startswith("machine:"):
+        return "machine: ..."  # the CPU, precision, backend and threads of the machine at hand
+    line = re.sub(r"kjv-sample-\d+\.jsonl", "kjv-sample-N.jsonl", line)
+    return re.sub(r"\d[\d,]*(\.\d+)?", "#", line).rstrip()
+
+
+def test_readme_tour_has_the_shape_of_the_real_output_and_names_its_machine(
+    tmp_path, capsys, monkeypatch
+):
+    """The README's tour is one machine's output: its lines must be the lines
+    `clusterclip demo` prints (numbers aside), and the README must say where
+    they come from, not promise another CPU's numbers."""
+    from pathlib import Path
+
+    from clusterclip.cli import main
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    tour = readme.split("## A five-minute tour", 1)[1]
+    block = tour.split("```", 2)[1].strip("\n").splitlines()
+    assert block[0] == "$ clusterclip demo"
+    intro = tour.split("```", 1)[0]
+    assert "lscpu" in intro and "family" in intro  # which CPU printed it
+    assert "The same seed gives the same output on every run." not in readme  # unqualified
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    workdir = tmp_path / "clusterclip-demo"
+    args = ["demo", "--workdir", str(workdir), "--sample", "200", "--n-clusters", "6"]
+    assert main(args) == 0
+    printed = {_shape(line, str(workdir)) for line in capsys.readouterr().out.splitlines()}
+    shapes = [_shape(line, "clusterclip-demo") for line in block[1:]]
+    missing = [s for s in shapes if s and s not in printed]
+    assert not missing, (missing, sorted(printed))
+    assert "machine: ..." in shapes and any(s.startswith("stability:") for s in shapes)

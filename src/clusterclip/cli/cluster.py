@@ -44,6 +44,18 @@ def _small_line(summary: dict[str, Any]) -> str:
     )
 
 
+def stability_line(summary: dict[str, Any]) -> str:
+    """One line on the seed stability of a cluster summary (what a user reads in a run)."""
+    stability = summary.get("stability")
+    if not stability:
+        return "  stability      not measured (stability_sample 0)"
+    return (
+        f"  stability      ARI {stability['ari']:.2f} with another seed on "
+        f"{stability['sample_size']:,} documents; {stability['pairs_kept']:.0%} of the pairs "
+        "put together stay together (1 = none of the balance is chance)"
+    )
+
+
 def format_summary(summary: dict[str, Any], workdir: str) -> str:
     """The one-screen summary printed at the end."""
     sizes = summary["sizes"]
@@ -60,8 +72,9 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
         f"({summary['mean_score']:.4f} over all documents)",
         f"  fit            sample {summary['sample_size']:,} documents, {summary['n_iter']} iterations, "
         f"init {init.get('init')} (pool {init.get('pool_size', 0):,}), backend {summary['backend']}",
+        stability_line(summary),
         f"  time           fit {seconds.get('fit', 0):.1f} s, assign {seconds.get('assign', 0):.1f} s, "
-        f"total {seconds.get('total', 0):.1f} s",
+        f"stability {seconds.get('stability', 0):.1f} s, total {seconds.get('total', 0):.1f} s",
         f"  wrote          {workdir}/centroids.npy, {workdir}/clusters.parquet",
     ]
     return "\n".join(lines)

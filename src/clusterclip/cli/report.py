@@ -50,6 +50,12 @@ def print_report_summary(path: Path) -> None:
         f"({s['never_seen_fraction']:.1%}); most repeats of one document: "
         f"{s['max_repeats_observed']}"
     )
+    stability = data.get("stability")
+    if stability:
+        print(
+            f"  stability: ARI {stability['ari']:.2f} with another k-means seed "
+            f"({stability['sample_size']:,} documents)"
+        )
     d = data["dynamics"]
     if d["share_rarest_10pct"]:
         print(

@@ -92,6 +92,21 @@ def build_config(args: argparse.Namespace) -> Any:
     return dataclasses.replace(config, **changes)
 
 
+def machine_line(resolved: dict[str, Any]) -> str:
+    """The choices that depend on this machine (``auto`` resolved), on one line."""
+    threads = resolved.get("threads") or {}
+    counts = ", ".join(f"{name} {n}" for name, n in threads.items() if name != "cpus")
+    precision = resolved.get("precision")
+    encoder = f"{resolved.get('encoder')} on {resolved.get('device') or 'cpu'}" + (
+        f" in {precision}" if precision else ""
+    )
+    return (
+        f"machine:     {resolved.get('cpu')}; encoder {encoder}; k-means backend "
+        f"{resolved.get('kmeans_backend')}; threads {counts or '?'} "
+        f"({threads.get('cpus', '?')} CPUs)"
+    )
+
+
 def print_summary(result: dict[str, Any], seconds: float) -> None:
     """The one-screen summary printed after a run."""
     from clusterclip.cli.report import print_report_summary
@@ -124,6 +139,17 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
         f"  budget {budget_text}: {n_draws if n_draws is None else f'{n_draws:,}'} draws"
         + ("" if met else "  (stopped early: every cluster was clipped; see on_exhausted)")
     )
+    resolved = result.get("resolved")
+    if resolved:
+        print(machine_line(resolved))
+        stability = resolved.get("stability")
+        if stability:
+            print(
+                f"stability:   ARI {stability['ari']:.2f} between these clusters and another "
+                f"seed's ({stability['sample_size']:,} documents; "
+                f"{stability['pairs_kept']:.0%} of pairs kept together): "
+                "how much of the balance is chance (1 = none)"
+            )
     if result.get("report_path"):
         print_report_summary(Path(result["report_path"]))
         print(f"open the report: file://{Path(result['report_path']).resolve()}")

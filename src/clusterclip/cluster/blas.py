@@ -23,7 +23,7 @@ from typing import Any
 
 from clusterclip.errors import require_extra
 
-__all__ = ["SLOW_CORETYPES", "faiss_blas_info", "import_faiss", "recommended_coretype"]
+__all__ = ["cpu_model", "SLOW_CORETYPES", "faiss_blas_info", "import_faiss", "recommended_coretype"]
 
 #: OpenBLAS kernel families that mean "CPU not recognised" on an x86-64 machine.
 SLOW_CORETYPES = frozenset({"prescott", "katmai", "coppermine", "northwood", "banias", "core2"})
@@ -42,6 +42,30 @@ def cpu_flags() -> frozenset[str]:
     except OSError:
         pass
     return frozenset()
+
+
+def cpu_model() -> str:
+    """The CPU as a line of text: model name, family/model and its bf16 support,
+    e.g. ``'AMD EPYC (family 25 model 1; no native bf16)'``."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine() or "unknown CPU"
+    flags = set(fields.get("flags", "").split())
+    bf16 = [name for name in ("amx_bf16", "avx512_bf16") if name in flags]
+    support = "native bf16: " + ", ".join(bf16) if bf16 else "no native bf16"
+    return (
+        f"{fields.get('model name', 'unknown CPU')} (family {fields.get('cpu family', '?')} "
+        f"model {fields.get('model', '?')}; {support})"
+    )
 
 
 def recommended_coretype(flags: frozenset[str] | None = None) -> str | None:

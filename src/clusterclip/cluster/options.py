@@ -46,6 +46,13 @@ class ClusterOptions:
         kind="int",
         minimum=1,
     )
+    stability_sample: int = option(
+        20_000,
+        "Documents on which a second k-means with another seed is compared with this one "
+        "(ARI in the summary and the report: how much of the balance is chance; 0 = off).",
+        kind="int",
+        minimum=0,
+    )
     assign_batch_size: int = option(
         65_536, "Rows per assignment block (memory, not results).", kind="int", minimum=1
     )

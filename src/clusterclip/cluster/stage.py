@@ -122,6 +122,7 @@ def cluster(
     n_init: int = ClusterOptions.n_init,
     backend: str = ClusterOptions.backend,
     min_cluster_size: int = ClusterOptions.min_cluster_size,
+    stability_sample: int = ClusterOptions.stability_sample,
     assign_batch_size: int = ClusterOptions.assign_batch_size,
     overwrite: bool = False,
     engine: str = "local",
@@ -148,6 +149,10 @@ def cluster(
         renumbered (:mod:`clusterclip.cluster.small`), so fewer than ``n_clusters``
         clusters may come out (``summary["n_clusters"]``; the manifest's
         ``small_clusters`` lists the dissolved ones). 1 turns it off.
+    stability_sample : int
+        Compare the result with a cheaper k-means of another seed on this many
+        documents (:mod:`clusterclip.cluster.stability`): ``summary["stability"]``
+        holds the ARI and the share of document pairs kept together. 0 turns it off.
     assign_batch_size : int
         Embedding rows read per block (memory: ``assign_batch_size * (d + K) * 4`` bytes).
     overwrite : bool
@@ -180,7 +185,8 @@ def cluster(
     options = ClusterOptions(
         n_clusters=n_clusters, seed=seed, n_iter=n_iter,
         max_points_per_centroid=max_points_per_centroid, init=init, n_init=n_init,
-        backend=backend, min_cluster_size=min_cluster_size, assign_batch_size=assign_batch_size,
+        backend=backend, min_cluster_size=min_cluster_size, stability_sample=stability_sample,
+        assign_batch_size=assign_batch_size,
     )  # fmt: skip
     stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress)
     outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
@@ -281,6 +287,15 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         min_size=effective_min_size(options.min_cluster_size, len(usable), options.n_clusters),
     )  # fmt: skip
     assigned = time.perf_counter()
+    stability = None
+    if options.stability_sample > 0:
+        from clusterclip.cluster.stability import seed_stability
+
+        stability = seed_stability(
+            embeddings, labels, usable, n_clusters=options.n_clusters, seed=options.seed,
+            sample_size=options.stability_sample, init=options.init, backend=model.backend_,
+            batch_size=options.assign_batch_size,
+        )  # fmt: skip
     outputs = _write_outputs(work, labels, scores, centroids)
     summary = cluster_summary(labels, scores, len(centroids))
     summary.update(
@@ -293,10 +308,13 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             "sample_size": model.sample_size_,
             "n_iter": model.n_iter_,
             "backend": model.backend_,
+            "threads": _threads(),
+            "stability": stability,
             "init": model.init_,
             "seconds": {
                 "fit": round(fitted - started, 3),
                 "assign": round(assigned - fitted, 3),
+                "stability": stability["seconds"] if stability else 0.0,
                 "total": round(time.perf_counter() - started, 3),
             },
         }
@@ -311,6 +329,26 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         record["blas"] = _blas_record()
     result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False)
     return StageOutput(outputs, summary, record, result)
+
+
+def _threads() -> dict[str, Any]:
+    """Threads of the libraries the fit used (results on the exact backends may
+    differ in the last bits with another count: sums are split differently)."""
+    import os
+
+    threads: dict[str, Any] = {"cpus": len(os.sched_getaffinity(0))}
+    try:
+        from threadpoolctl import threadpool_info
+
+        for pool in threadpool_info():
+            threads.setdefault(pool["internal_api"], pool["num_threads"])
+    except ImportError:
+        pass
+    import sys
+
+    if "torch" in sys.modules:
+        threads["torch"] = sys.modules["torch"].get_num_threads()
+    return threads
 
 
 def _blas_record() -> dict[str, Any]:

@@ -52,10 +52,12 @@ TFIDF_FEATURES = 1 << 16
 TFIDF_DIM = 256
 TFIDF_SAMPLE = 20_000
 STATIC_PCA_DIMS = 256
-#: Padded tokens per forward pass on CPU (``benchmarks/bench_embed.py --batching``:
-#: as fast as the best fixed batch size on short and on long texts, unlike any one size).
-CPU_BATCH_TOKENS = 4096
-_MAX_BATCH_TEXTS = 512
+#: Padded tokens per forward pass on CPU. Small on purpose: a bucket's last
+#: micro-batch is completed with dummy rows, and on the 2-core AMD EPYC of
+#: docs/embed.md 16 to 64 rows of 32-64 tokens ran at the same tokens/s.
+CPU_BATCH_TOKENS = 1024
+#: Padded tokens per forward pass on an accelerator (128 texts of 512 tokens).
+GPU_BATCH_TOKENS = 65536
 
 
 @contextlib.contextmanager
@@ -198,6 +200,59 @@ def cpu_supports_bfloat16() -> bool:
         return False
 
 
+def bucket_length(n_tokens: int, limit: int) -> int:
+    """Padded length of a text of ``n_tokens`` tokens (specials included), at most ``limit``.
+
+    A function of the text's own length only, so the shape of the forward pass
+    that encodes it never depends on which other texts share the batch.
+    Lengths round up to a step of 1/8 of their power of two (at least 4), so
+    the padding adds at most 1/8 of the tokens:
+
+    >>> [bucket_length(n, 256) for n in (3, 13, 37, 70, 130, 250, 300)]
+    [4, 16, 40, 72, 144, 256, 256]
+    """
+    n = max(1, min(int(n_tokens), int(limit)))
+    step = max(4, 1 << max(0, n.bit_length() - 4))
+    return min(int(limit), -(-n // step) * step)
+
+
+def micro_batch_rows(length: int, budget: int) -> int:
+    """Rows of every forward pass whose texts are padded to ``length`` tokens.
+
+    A function of ``length`` and the device's token budget only (never of the
+    texts at hand); a partly filled micro-batch is completed with dummy rows
+    (at most 32 rows on CPU, so a bucket's last micro-batch wastes little).
+
+    >>> micro_batch_rows(16, CPU_BATCH_TOKENS), micro_batch_rows(256, CPU_BATCH_TOKENS)
+    (32, 4)
+    """
+    # at most budget / 32 rows: many tiny texts gain nothing from taller passes
+    return max(1, min(int(budget) // 32, int(budget) // int(length)))
+
+
+def plan_micro_batches(
+    lengths: np.ndarray, *, limit: int, budget: int
+) -> list[tuple[int, int, np.ndarray]]:
+    """Fixed-shape micro-batches: ``(padded length, rows, row numbers)``, longest first.
+
+    Texts of one :func:`bucket_length` are taken in input order,
+    :func:`micro_batch_rows` at a time; the last micro-batch of a bucket may
+    hold fewer texts (the encoder pads it with dummy rows to the same shape).
+
+    >>> [(n, r, rows.tolist()) for n, r, rows in plan_micro_batches(
+    ...     np.array([5, 30, 6, 7]), limit=256, budget=64)]
+    [(32, 2, [1]), (8, 2, [0, 2]), (8, 2, [3])]
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    buckets = np.array([bucket_length(n, limit) for n in lengths], dtype=np.int64)
+    plan = []
+    for length in sorted(set(buckets.tolist()), reverse=True):
+        members = np.flatnonzero(buckets == length)
+        rows = micro_batch_rows(length, budget)
+        plan.extend((length, rows, members[i : i + rows]) for i in range(0, len(members), rows))
+    return plan
+
+
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
@@ -282,44 +337,68 @@ class SentenceTransformerEncoder:
             model.get_sentence_embedding_dimension
         )
         self.dim = int(getter())
-        # On CPU, batches hold a fixed budget of padded tokens rather than a fixed
-        # number of texts: little padding and activations that stay in cache.
-        self.batch_size = spec.batch_size or (128 if device.startswith("cuda") else None)
-        self.batch_tokens = None if self.batch_size else CPU_BATCH_TOKENS
+        # Every forward pass has a shape that depends only on the length of the
+        # texts it holds (plan_micro_batches), so a text's vector depends on the
+        # text alone, never on the shard or batch it is encoded with.
+        # `batch_size` no longer shapes the passes (it would make vectors depend
+        # on it); it is recorded only.
+        self.batch_size = spec.batch_size
+        self.batch_tokens = GPU_BATCH_TOKENS if device != "cpu" else CPU_BATCH_TOKENS
         self._count = _tokenizer_counter(model.tokenizer.backend_tokenizer)
         # sentence-transformers >= 6 renamed `tokenize` to `preprocess`
         self._preprocess = getattr(model, "preprocess", None) or model.tokenize
+        self._pad_id = int(getattr(model.tokenizer, "pad_token_id", None) or 0)
 
-    def batches(self, texts: list[str]) -> list[np.ndarray]:
-        """Row numbers of each forward pass: texts sorted longest first, cut into
-        ``batch_size`` texts or, by default on CPU, ``batch_tokens`` padded tokens."""
+    def _features(self, texts: list[str]) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+        """Each text's unpadded model inputs (as the model's own preprocessing makes
+        them, truncation included) and its length in tokens."""
+        rows: list[dict[str, np.ndarray]] = []
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        for start in range(0, len(texts), 256):
+            features = self._preprocess(list(texts[start : start + 256]))
+            mask = features["attention_mask"].numpy()
+            if not (mask[:, :-1] >= mask[:, 1:]).all():
+                raise ClusterClipError(
+                    f"model {self.spec.model_id()!r} pads on the left; clusterclip's fixed-shape "
+                    "batches need right padding. Use another model or --encoder static."
+                )
+            counts = mask.sum(axis=1)
+            lengths[start : start + len(counts)] = counts
+            tensors = {k: v.numpy() for k, v in features.items() if getattr(v, "ndim", 0) == 2}
+            for i, n in enumerate(counts):
+                rows.append({key: value[i, :n] for key, value in tensors.items()})
+        return rows, lengths
+
+    def micro_batches(self, texts: list[str]) -> list[tuple[int, int, np.ndarray]]:
+        """The fixed-shape forward passes of ``texts``: ``(padded length, rows, row numbers)``."""
+        _, lengths = self._features(texts)
         limit = int(self.model.max_seq_length or 512)
-        # Only the first `limit` tokens matter: count on a prefix long enough for
-        # them (tokens average ~4 characters), so huge documents cost no more.
-        prefixes = [text[: 32 * limit] for text in texts]
-        lengths = np.minimum(self._count(prefixes) + 2, limit)  # + [CLS]/[SEP]-like specials
-        order = np.argsort(-lengths, kind="stable")
-        if self.batch_tokens is None:
-            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        cuts, start = [], 0
-        while start < len(order):
-            rows = max(1, min(_MAX_BATCH_TEXTS, self.batch_tokens // max(1, lengths[order[start]])))
-            cuts.append(order[start : start + rows])
-            start += rows
-        return cuts
+        return plan_micro_batches(lengths, limit=max(limit, int(lengths.max(initial=1))),
+                                  budget=self.batch_tokens)  # fmt: skip
 
     def encode(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        features, lengths = self._features(texts)
+        # the model's limit caps every length already; the max() guards models without one
+        limit = max(int(self.model.max_seq_length or 512), int(lengths.max()))
+        keys = list(features[0])
         with torch.inference_mode():
-            for rows in self.batches(texts):
-                features = self._preprocess([texts[i] for i in rows])
-                features = {
-                    key: value.to(self.device) if hasattr(value, "to") else value
-                    for key, value in features.items()
-                }
-                pooled = self.model(features)["sentence_embedding"].float()
-                pooled = torch.nn.functional.normalize(pooled, dim=1)
+            for length, n_rows, rows in plan_micro_batches(
+                lengths, limit=limit, budget=self.batch_tokens
+            ):
+                batch = {}
+                for key in keys:
+                    pad = self._pad_id if key == "input_ids" else 0
+                    block = np.full((n_rows, length), pad, dtype=features[rows[0]][key].dtype)
+                    for slot, row in enumerate(rows):
+                        block[slot, : lengths[row]] = features[row][key]
+                    block[len(rows) :] = block[0]  # dummy rows, discarded below
+                    batch[key] = torch.from_numpy(block).to(self.device)
+                pooled = self.model(batch)["sentence_embedding"].float()
+                pooled = torch.nn.functional.normalize(pooled[: len(rows)], dim=1)
                 out[rows] = pooled.cpu().numpy()
         return out
 
@@ -337,6 +416,7 @@ class SentenceTransformerEncoder:
             "max_length": int(self.model.max_seq_length),
             "batch_size": self.batch_size,
             "batch_tokens": self.batch_tokens,
+            "batching": "fixed shapes per document length (bucket_length, micro_batch_rows)",
             "pooling": "as configured by the model (mean for plain HF models)",
             "normalized": True,
             "tokenizer": self.spec.model_id(),

@@ -43,7 +43,9 @@ class EmbedOptions:
     id_field: str | None = option(None, "Record field holding the id (default: `id` if present).")
     batch_size: int | None = option(
         None,
-        "Texts per encoder batch (default: ~4,096 padded tokens per batch on CPU, 128 texts on GPU).",
+        "Texts per batch of the static encoder. The sentence-transformers encoder records it "
+        "only: its passes have fixed shapes per text length, so no vector depends on its "
+        "batch (docs/embed.md).",
         kind="int",
         minimum=1,
     )

@@ -146,7 +146,14 @@ def compute_report_data(
     summary["n_dissolved_clusters"] = len(small["dissolved"])
     summary["dissolved_documents"] = int(sum(d["size"] for d in small["dissolved"]))
     summary["min_cluster_size"] = small["min_cluster_size"]
+    cluster_summary = (work.entry("cluster") or {}).get("summary", {})
     return {
+        "stability": cluster_summary.get("stability"),
+        "machine": {
+            "kmeans_backend": cluster_summary.get("backend"),
+            "threads": cluster_summary.get("threads"),
+            "precision": ((work.entry("embed") or {}).get("encoder") or {}).get("precision"),
+        },
         "workdir": str(work.path),
         "schedule": {
             "config": inputs.config,

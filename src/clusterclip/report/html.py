@@ -144,6 +144,30 @@ def _cluster_table(data: dict[str, Any]) -> str:
     return f"<table class=clusters>{head}{''.join(rows)}</table>{note}"
 
 
+#: What the stability figure means, in one sentence (the report and docs/report.md).
+STABILITY_MEANING = (
+    "ClusterClip gives every cluster the same share of the draws, so a document's "
+    "upsampling follows its cluster: the part of the clustering that changes with the "
+    "k-means seed is the part of the balance that is chance (ARI 1 = none of it, 0 = all of it)."
+)
+
+
+def _stability_section(data: dict[str, Any]) -> str:
+    stability = data.get("stability")
+    if not stability:
+        return (
+            "<p class=muted>Not measured (the cluster stage ran with stability_sample = 0, "
+            "or before it measured stability).</p>"
+        )
+    return (
+        f"<p>Agreement between these clusters and a k-means with another seed, on "
+        f"{stability['sample_size']:,} documents: <b>ARI {stability['ari']:.2f}</b>; "
+        f"{stability['pairs_kept']:.0%} of the document pairs put in one cluster here are in "
+        f"one cluster there too (Fowlkes-Mallows {stability['fowlkes_mallows']:.2f}).</p>"
+        f"<p class=muted>{_esc(STABILITY_MEANING)}</p>"
+    )
+
+
 def _small_clusters_section(data: dict[str, Any]) -> str:
     small = data.get("small_clusters") or {}
     dissolved = small.get("dissolved") or []
@@ -247,6 +271,8 @@ def render_html(
 {_esc(__version__)} &middot; every number on this page is in <code>report.json</code>.</p>
 <h2>Summary</h2>
 <table class=summary>{summary}</table>
+<h2>Stability</h2>
+{_stability_section(data)}
 <h2>Small clusters</h2>
 {_small_clusters_section(data)}
 <h2>Figures</h2>
