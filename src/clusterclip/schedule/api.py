@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.schedule.config import SCHEDULE_VERSION, ScheduleConfig
 from clusterclip.schedule.engine import ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.policy import (
@@ -46,6 +46,7 @@ def open_stream(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    schedule_version: int = SCHEDULE_VERSION,
 ) -> ScheduleStream:
     """Validate every argument and return the engine (used by the adapters and the CLI).
 
@@ -68,6 +69,7 @@ def open_stream(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
+        schedule_version=schedule_version,
     ).stream(labels, lengths)
 
 
@@ -84,6 +86,7 @@ def build_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    schedule_version: int = SCHEDULE_VERSION,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
 
@@ -118,6 +121,9 @@ def build_schedule(
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
+    schedule_version : {1, 2, 3}
+        The draw rule: 3 (the default), or the rule of releases before it (1 for
+        seeds below 2**32, 2 above) to reproduce their schedules (docs/sampler.md).
 
     Returns
     -------
@@ -147,6 +153,7 @@ def build_schedule(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
+        schedule_version=schedule_version,
     ).build(labels, lengths)
 
 
@@ -163,6 +170,7 @@ def iter_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    schedule_version: int = SCHEDULE_VERSION,
     start: int = 0,
     block_size: int = 65536,
 ) -> Iterator[np.ndarray]:
@@ -202,4 +210,5 @@ def iter_schedule(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
+        schedule_version=schedule_version,
     ).iterate(labels, lengths, start=start, block_size=block_size)

@@ -35,9 +35,11 @@ from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
 from clusterclip.options import check_seed
 from clusterclip.schedule.config import (
+    SCHEDULE_VERSION,
+    SUPPORTED_VERSIONS,
     ScheduleConfig,
+    check_schedule_version,
     labels_fingerprint,
-    schedule_version_for,
     validate_labels,
     validate_lengths,
 )
@@ -258,6 +260,10 @@ class SchedulePolicy:
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
+    schedule_version : {1, 2, 3}
+        The draw rule (:data:`~clusterclip.schedule.config.SCHEDULE_VERSION`, 3, by
+        default). 1 or 2 reproduce the schedules of earlier releases (1 for
+        seeds below 2**32, 2 above), e.g. to resume their checkpoints.
 
     Notes
     -----
@@ -328,6 +334,14 @@ class SchedulePolicy:
     seed: int = field(
         metadata={"help": "Seed of every random choice (an int in [0, 2**63-1]; required)."}
     )
+    schedule_version: int = field(
+        default=SCHEDULE_VERSION,
+        metadata={
+            "help": "Draw rule: 3 (default) or the rule of earlier releases, to reproduce "
+            "their schedules and resume their checkpoints (1 for seeds < 2**32, 2 above).",
+            "choices": SUPPORTED_VERSIONS,
+        },
+    )
 
     def __post_init__(self) -> None:
         # The order of the checks is the order of the messages users saw before.
@@ -335,6 +349,7 @@ class SchedulePolicy:
         _check_choice("order", self.order, ORDERS)
         _check_choice("on_exhausted", self.on_exhausted, EXHAUSTION_RULES)
         self._set("seed", check_seed(self.seed))
+        self._set("schedule_version", check_schedule_version(self.schedule_version, self.seed))
         if self.max_repeats is not None:
             self._set("max_repeats", _check_int("max_repeats", self.max_repeats, 1))
         self._check_budget()
@@ -461,7 +476,7 @@ class SchedulePolicy:
                 lengths_fingerprint=None
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
-                schedule_version=schedule_version_for(self.seed),
+                schedule_version=self.schedule_version,
             ),
         )
 
