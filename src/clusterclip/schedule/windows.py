@@ -89,35 +89,35 @@ class WindowChooser:
         self.weights = weights
         self.caps = caps
         self.counts = np.zeros(len(caps), dtype=np.int64)
-        self.alive = caps > 0
-        self.active = np.flatnonzero(self.alive)
+        self.listed = np.flatnonzero(caps > 0)
+        self.n_active = int(self.listed.size)
+        self.n_clipped_listed = 0
         self.equal = bool(weights.min() == weights.max())
         self.window = 0
         self.position = 0
         self._cdf: np.ndarray | None = None
 
-    @property
-    def n_active(self) -> int:
-        """Groups still drawn."""
-        return int(self.active.size)
-
     def _candidates(self) -> np.ndarray:
         rng = np.random.Generator(
             np.random.PCG64(seed_sequence(self.seed, PURPOSE_CHOICE_V3, self.window))
         )
-        m = self.active.size
+        m = self.listed.size
         if self.equal:
-            return self.active[rng.integers(m, size=WINDOW)]
+            return self.listed[rng.integers(m, size=WINDOW)]
         if self._cdf is None:
-            cumulative = np.cumsum(self.weights[self.active])
+            cumulative = np.cumsum(self.weights[self.listed])
             self._cdf = cumulative / cumulative[-1]
         picked = np.searchsorted(self._cdf, rng.random(WINDOW), side="right")
-        return self.active[np.minimum(picked, m - 1)]
+        return self.listed[np.minimum(picked, m - 1)]
 
     def next(self) -> Window | None:
         """The next window (its counts applied), or None once every group is clipped."""
-        if self.active.size == 0:
+        if self.n_active == 0:
             return None
+        if 4 * self.n_clipped_listed > self.listed.size:  # compact: clipped groups cost draws
+            self.listed = self.listed[self.counts[self.listed] < self.caps[self.listed]]
+            self.n_clipped_listed = 0
+            self._cdf = None
         candidates = self._candidates()
         # One sort gives each candidate's rank among its group's candidates.
         packed = candidates << _POSITION_BITS
@@ -125,28 +125,32 @@ class WindowChooser:
         packed.sort()
         groups = packed >> _POSITION_BITS
         offsets = packed & (WINDOW - 1)
-        heads = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
-        run = np.diff(np.append(heads, WINDOW))
+        is_head = np.empty(WINDOW, dtype=bool)
+        is_head[0] = True
+        np.not_equal(groups[1:], groups[:-1], out=is_head[1:])
+        heads = np.flatnonzero(is_head)
+        run_start = np.zeros(WINDOW, dtype=np.int64)
+        run_start[heads] = heads
+        np.maximum.accumulate(run_start, out=run_start)
+        draws = self.counts[groups]  # sorted: the reads go forward
+        draws += np.arange(WINDOW, dtype=np.int64)
+        draws -= run_start  # + the rank among the group's candidates
+        kept = draws < self.caps[groups]
         head_groups = groups[heads]
-        rank = np.arange(WINDOW, dtype=np.int64) - np.repeat(heads, run)
-        before = np.repeat(self.counts[head_groups], run)
-        room = self.caps[head_groups] - self.counts[head_groups]
-        kept = rank < np.repeat(room, run)
-        taken = np.minimum(run, room)
-        self.counts[head_groups] += taken
+        before = self.counts[head_groups]
+        caps = self.caps[head_groups]
+        after = np.minimum(before + np.diff(np.append(heads, WINDOW)), caps)
+        self.counts[head_groups] = after
+        clipped = int(np.count_nonzero((after == caps) & (before < caps)))
+        self.n_active -= clipped
+        self.n_clipped_listed += clipped
         if not kept.all():
-            groups, offsets = groups[kept], offsets[kept]
-            rank, before = rank[kept], before[kept]
+            groups, offsets, draws = groups[kept], offsets[kept], draws[kept]
             # Slots: the offsets' ranks among the kept offsets (window order).
             marked = np.zeros(WINDOW, dtype=np.int64)
             marked[offsets] = 1
             offsets = (np.cumsum(marked) - 1)[offsets]
-        clipped = head_groups[taken == room]
-        if clipped.size:
-            self.alive[clipped] = False
-            self.active = self.active[self.alive[self.active]]
-            self._cdf = None
-        window = Window(self.position, groups, before + rank, offsets)
+        window = Window(self.position, groups, draws, offsets)
         self.position += window.size
         self.window += 1
         return window
