@@ -41,9 +41,11 @@ of at most ``SMALL_GROUP`` members therefore read their pass permutation
 from a table: ``TABLE_ROWS`` uniformly random permutations of ``[0, s)`` per
 size ``s``, drawn once from ``seed_sequence(seed, PURPOSE_SMALL_TABLE, purpose, s)``
 (row ``r`` is the ``r``-th row of ``Generator.permuted`` on ``TABLE_ROWS`` copies
-of ``arange(s)``); pass ``p`` of a group uses row ``P mod TABLE_ROWS``. So each
-pass is a uniformly random permutation (from a pool of 4096 per size and
-seed), consecutive passes are independent, and a draw costs one gather.
+of ``arange(s)``); cursor ``i`` of pass ``p`` of a group reads entry
+``(i + (P >> 32)) mod s`` of row ``P mod TABLE_ROWS``. So each pass is a random
+permutation (from a pool of ``4096 s`` per size and seed) in which every
+member's place is uniform, consecutive passes are independent, and a draw
+costs one gather.
 
 Every constant here (``GAMMA``, the mixing constants, four rounds, the keys'
 layout) is part of ``SCHEDULE_VERSION`` 3: changing any of them changes the
@@ -83,8 +85,6 @@ FEISTEL_ROUNDS = 6
 SMALL_GROUP = 32
 #: Permutations per size in that table (a power of two; version 3).
 TABLE_ROWS = 4096
-#: Where the permutations of each size start in the table (sizes 1, 2, ..., SMALL_GROUP).
-_TABLE_OFFSETS = np.concatenate(([0, 0], np.cumsum(np.arange(1, SMALL_GROUP + 1)))) * TABLE_ROWS
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
@@ -223,8 +223,8 @@ def permute(values: np.ndarray, sizes: np.ndarray, keys: np.ndarray) -> np.ndarr
 def bit_lengths(sizes: np.ndarray) -> np.ndarray:
     """``bit_length(s - 1)`` for every size (uint8): 0 for 1, 1 for 2, 2 for 3 and 4, ...
 
-    >>> bit_lengths(np.array([1, 2, 3, 4, 5, 2**40 + 1])).tolist()
-    [0, 1, 2, 2, 3, 40]
+    >>> bit_lengths(np.array([1, 2, 3, 4, 5, 2**40, 2**40 + 1])).tolist()
+    [0, 1, 2, 2, 3, 40, 41]
     """
     below = np.asarray(sizes, dtype=np.int64) - 1
     # frexp's exponent is the bit length (exact below 2**53; corrected above)
@@ -284,22 +284,39 @@ class FeistelGroups:
         self.purpose = purpose
         self.offsets = np.cumsum(self.sizes) - self.sizes
         self.group_keys = group_keys(seed, purpose, self.keys)
-        self._small: np.ndarray | None = None
+        self._small: tuple[np.ndarray, np.ndarray] | None = None
 
-    def _table(self) -> np.ndarray:
-        """The small groups' permutations, every size after the other (uint8, made once)."""
+    def _table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The small groups' permutations (uint8), for the sizes present, and each size's start.
+
+        Made once, on first use. Each size's rows come from a stream of their
+        own, so the table does not depend on which other sizes are present.
+        """
         if self._small is None:
-            parts = [np.zeros(TABLE_ROWS, dtype=np.uint8)]  # size 1
-            for size in range(2, SMALL_GROUP + 1):
+            present = np.unique(self.sizes[self.sizes <= SMALL_GROUP]).tolist()
+            starts = np.zeros(SMALL_GROUP + 1, dtype=np.int64)
+            parts, at = [], 0
+            for size in present:
+                starts[size] = at
                 rng = np.random.Generator(
                     np.random.PCG64(
                         seed_sequence(self.seed, PURPOSE_SMALL_TABLE, self.purpose, size)
                     )
                 )
                 rows = np.tile(np.arange(size, dtype=np.uint8), (TABLE_ROWS, 1))
-                parts.append(rng.permuted(rows, axis=1).ravel())
-            self._small = np.concatenate(parts)
+                parts.append(rng.permuted(rows, axis=1, out=rows).ravel())
+                at += size * TABLE_ROWS
+            self._small = (np.concatenate(parts) if parts else np.zeros(0, np.uint8), starts)
         return self._small
+
+    def _from_table(self, size: np.ndarray, cursor: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Row ``P mod TABLE_ROWS`` of the table, read from ``(P >> 32) mod size`` on (cyclically)."""
+        table, starts = self._table()
+        rows = (keys & np.uint64(TABLE_ROWS - 1)).astype(np.int64)
+        shift = ((keys >> np.uint64(32)) % size.astype(np.uint64)).astype(np.int64)
+        turned = cursor + shift
+        turned -= size * (turned >= size)
+        return table[starts[size] + rows * size + turned].astype(np.int64)
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -311,15 +328,12 @@ class FeistelGroups:
         keys = pass_keys(self.group_keys[group], passes)
         small = size <= SMALL_GROUP
         if small.all():  # one gather from the table
-            rows = (keys & np.uint64(TABLE_ROWS - 1)).astype(np.int64)
-            return self._table()[_TABLE_OFFSETS[size] + rows * size + cursor].astype(np.int64)
+            return self._from_table(size, cursor, keys)
         out = np.empty(cursor.shape, dtype=np.int64)
         large = np.flatnonzero(~small)
         out[large] = permute(cursor[large], size[large], keys[large])
         rest = np.flatnonzero(small)
-        rows = (keys[rest] & np.uint64(TABLE_ROWS - 1)).astype(np.int64)
-        where = _TABLE_OFFSETS[size[rest]] + rows * size[rest] + cursor[rest]
-        out[rest] = self._table()[where]
+        out[rest] = self._from_table(size[rest], cursor[rest], keys[rest])
         return out
 
     def lookup(
