@@ -58,3 +58,18 @@ def test_bit_lengths():
     assert bit_lengths(np.array([1, 2, 3, 4, 5, 8, 9, 2**40 + 1])).tolist() == [
         0, 1, 2, 2, 3, 3, 4, 41,
     ]  # fmt: skip
+
+
+def test_tokens_of_first_are_the_tokens_of_the_looked_up_draws():
+    """The token count a token budget resumes from: the very documents drawn (both paths)."""
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(1, 3 * SMALL_GROUP, 50)
+    members = rng.permutation(int(sizes.sum()))
+    lengths = rng.integers(0, 100, int(sizes.sum()))
+    groups = FeistelGroups(members, sizes, np.arange(50) * 3, seed=5, purpose=2)
+    counts = rng.integers(0, 200, 50)
+    drawn = [
+        int(lengths[groups.lookup(np.full(c, k), np.arange(c))].sum())
+        for k, c in enumerate(counts.tolist())
+    ]
+    assert groups.tokens_of_first(counts, lengths) == sum(drawn)

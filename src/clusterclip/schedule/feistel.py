@@ -374,7 +374,7 @@ class FeistelGroups:
             group = np.repeat(which, partial[which])
             starts = np.cumsum(partial[which]) - partial[which]
             cursor = np.arange(group.size, dtype=np.int64) - np.repeat(starts, partial[which])
-            keys = pass_keys(self.group_keys[group], full_passes[group])
-            where = self.offsets[group] + permute(cursor, self.sizes[group], keys)
+            draws = full_passes[group] * self.sizes[group] + cursor
+            where = self.offsets[group] + self.positions(group, draws)
             total += int(member_tokens[where].sum())
         return total
