@@ -137,7 +137,7 @@ def mix32(z: np.ndarray) -> np.ndarray:
     """A 32-bit mixing bijection (Wellons' ``lowbias32``) on uint32, in place.
 
     >>> hex(int(mix32(np.array([1], dtype=np.uint32))[0]))
-    '0x31ad4823'
+    '0x688990c0'
     """
     z ^= z >> _S16
     z *= _M32A
