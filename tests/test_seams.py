@@ -15,7 +15,7 @@ import clusterclip
 from clusterclip.cli import build_parser, main
 
 SRC = Path(clusterclip.__file__).resolve().parent
-STAGES = ("embed", "cluster", "schedule", "report")
+STAGES = ("embed", "cluster", "dedup", "schedule", "report")
 
 
 def _imports(path: Path) -> set[str]:

@@ -15,7 +15,7 @@ import pytest
 import clusterclip
 
 SRC = Path(clusterclip.__file__).parent
-STAGES = ("embed", "cluster", "schedule", "report")
+STAGES = ("embed", "cluster", "dedup", "schedule", "report")
 
 
 def imported_packages(path: Path) -> set[str]:

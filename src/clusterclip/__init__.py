@@ -36,6 +36,7 @@ _LAZY = {
     "embed": "clusterclip.embed",
     "KMeans": "clusterclip.cluster",
     "cluster": "clusterclip.cluster",
+    "dedup": "clusterclip.dedup",
     "run": "clusterclip.pipeline",
 }
 

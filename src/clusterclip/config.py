@@ -3,6 +3,7 @@
 Each stage declares its options once, as a frozen dataclass
 (:class:`~clusterclip.embed.options.EmbedOptions`,
 :class:`~clusterclip.cluster.options.ClusterOptions`,
+:class:`~clusterclip.dedup.options.DedupOptions`,
 :class:`~clusterclip.schedule.options.ScheduleOptions`,
 :class:`~clusterclip.report.options.ReportOptions`); :class:`RunConfig` groups
 them with the run-wide settings (:class:`RunOptions`, :class:`~clusterclip.engines.RayOptions`).
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterclip.cluster.options import ClusterOptions
+from clusterclip.dedup.options import DedupOptions
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.engines.options import RayOptions
 from clusterclip.errors import ClusterClipError, hint, invalid, spell
@@ -49,6 +51,7 @@ from clusterclip.schedule.options import ScheduleOptions
 __all__ = [
     "SECTIONS",
     "ClusterOptions",
+    "DedupOptions",
     "EmbedOptions",
     "RayOptions",
     "ReportOptions",
@@ -92,6 +95,7 @@ SECTIONS: dict[str, Any] = {
     "": RunOptions,
     "embed": EmbedOptions,
     "cluster": ClusterOptions,
+    "dedup": DedupOptions,
     "schedule": ScheduleOptions,
     "report": ReportOptions,
     "ray": RayOptions,
@@ -114,6 +118,7 @@ class RunConfig:
     engine: str = RunOptions.engine
     embed: EmbedOptions = field(default_factory=EmbedOptions)
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    dedup: DedupOptions = field(default_factory=DedupOptions)
     schedule: ScheduleOptions = field(default_factory=ScheduleOptions)
     report: ReportOptions = field(default_factory=ReportOptions)
     ray: RayOptions = field(default_factory=RayOptions)

@@ -1,4 +1,7 @@
-"""The whole method in one call: embed -> cluster -> schedule -> report.
+"""The whole method in one call: embed -> cluster -> dedup -> schedule -> report.
+
+The dedup stage (near-duplicate groups) runs when ``schedule.duplicates`` is
+``"group"`` (the default).
 
 :func:`run` hands each stage to the one runner (:func:`clusterclip.runner.run_stage`)
 with ``on_change="redo"``: a stage is skipped when its whole configuration and
@@ -117,7 +120,7 @@ def run(
     config: RunConfig | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run embed -> cluster -> schedule -> report, skipping up-to-date stages.
+    """Run embed -> cluster -> dedup -> schedule -> report, skipping up-to-date stages.
 
     Parameters
     ----------
@@ -150,6 +153,7 @@ def run(
     'ran'
     """
     from clusterclip.cluster.stage import ClusterStage
+    from clusterclip.dedup.stage import DedupStage
     from clusterclip.embed.job import EmbedStage
     from clusterclip.io import WorkDir
     from clusterclip.report.stage import ReportStage
@@ -162,8 +166,10 @@ def run(
     stages: list[tuple[Any, str]] = [
         (EmbedStage(source, engine=config.engine, engine_options=engine_options), "embed"),
         (ClusterStage(engine=config.engine, engine_options=engine_options), "cluster"),
-        (ScheduleStage(), "schedule"),
     ]
+    if config.schedule.duplicates == "group":
+        stages.append((DedupStage(), "dedup"))
+    stages.append((ScheduleStage(), "schedule"))
     if config.report.enabled:
         stages.append((ReportStage(), "report"))
     outcomes = {}
@@ -197,7 +203,7 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
         "schedule_path": str(saved.path),
         "report_path": str(outcomes["report"].result) if "report" in outcomes else None,
     }
-    for name in ("embed", "cluster"):
-        if outcomes[name].action != "skipped":
+    for name in ("embed", "cluster", "dedup"):
+        if name in outcomes and outcomes[name].action != "skipped":
             result[name] = outcomes[name].summary
     return result

@@ -70,6 +70,7 @@ def test_unknown_keys_name_the_key_and_the_valid_ones(tmp_path):
         ClusterClipError,
         match=r"unknown option `schedule.max_repeat` in .*run.toml\. Valid keys in \[schedule\]: "
         r"policy, max_repeats, num_samples, num_tokens, epochs, alpha, order, on_exhausted, "
+        r"duplicates, "
         r"cluster_weights, schedule_version\.",  # not seed: it is set once, at the top level
     ):
         load_config(path)
@@ -77,7 +78,7 @@ def test_unknown_keys_name_the_key_and_the_valid_ones(tmp_path):
     with pytest.raises(
         ClusterClipError,
         match=r"unknown option `n_cluster` in .*\. Valid keys at the top level: inputs, workdir, "
-        r"seed, engine, \[embed\], \[cluster\], \[schedule\], \[report\], \[ray\]\.",
+        r"seed, engine, \[embed\], \[cluster\], \[dedup\], \[schedule\], \[report\], \[ray\]\.",
     ):
         load_config(path)
 
@@ -190,6 +191,7 @@ def test_every_flag_is_accepted_by_the_parser():
             "trust_remote_code": True,
         },
         "cluster": {"n_clusters": 4},
+        "dedup": {},
         "schedule": {"order": "planned", "on_exhausted": "random"},
         "report": {},
         "ray": {},

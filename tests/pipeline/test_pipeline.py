@@ -49,6 +49,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     assert _actions(first) == {
         "embed": "ran",
         "cluster": "ran",
+        "dedup": "ran",  # near-duplicate groups (schedule.duplicates = "group", the default)
         "schedule": "ran",
         "report": "disabled",
     }
@@ -76,6 +77,7 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
         log=lines.append,
     )
     assert _actions(changed)["embed"] == _actions(changed)["cluster"] == "skipped"
+    assert _actions(changed)["dedup"] == "skipped"
     assert changed["stages"]["schedule"]["action"] == "ran"
     assert "max_repeats: 2 -> 3" in changed["stages"]["schedule"]["reason"]
     assert any(line.startswith("schedule  ran") and "max_repeats: 2 -> 3" in line for line in lines)
@@ -87,7 +89,9 @@ def test_stages_run_skip_and_redo_downstream(tmp_path):
     # n_clusters changed: cluster and everything after it.
     more = run([corpus], workdir=workdir, n_clusters=8, config=_config(epochs=1.5))
     assert _actions(more)["embed"] == "skipped"
-    assert _actions(more)["cluster"] == _actions(more)["schedule"] == "ran"
+    assert (
+        _actions(more)["cluster"] == _actions(more)["dedup"] == _actions(more)["schedule"] == "ran"
+    )
     assert "n_clusters: 6 -> 8" in more["stages"]["cluster"]["reason"]
     assert "input cluster.clusters changed" in more["stages"]["schedule"]["reason"]
     assert more["n_clusters"] == 8

@@ -86,9 +86,10 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     ----------
     labels : array_like of int, shape (N,)
         Cluster id of every dataset index (negative = never sampled).
-    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, schedule_version
+    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, schedule_version, duplicate_of
         Exactly as :func:`clusterclip.build_schedule`; the sampler yields the
-        same global sequence.
+        same global sequence (``duplicate_of``: near-duplicate groups drawn as
+        units, their members taking turns).
     rank, world_size : int
         This process's rank and the number of ranks (``0 <= rank < world_size``).
     drop_last : bool
@@ -173,6 +174,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = True,
+        duplicate_of: Any = None,
     ) -> None:
         self._place(rank, world_size, drop_last)
         self._stream = SchedulePolicy(
@@ -186,7 +188,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
             on_exhausted=on_exhausted,
             seed=seed,
             schedule_version=schedule_version,
-        ).stream(labels, lengths)
+        ).stream(labels, lengths, duplicate_of=duplicate_of)
         self.config: ScheduleConfig = self._stream.config
         self._total: int | None = None
         if self.config.num_tokens is None:  # the length is known without a pass

@@ -22,6 +22,7 @@ COMMANDS = {
     "demo": "clusterclip.cli.demo",
     "embed": "clusterclip.cli.embed",
     "cluster": "clusterclip.cli.cluster",
+    "dedup": "clusterclip.cli.dedup",
     "schedule": "clusterclip.cli.schedule",
     "report": "clusterclip.cli.report",
     "inspect": "clusterclip.cli.inspect",

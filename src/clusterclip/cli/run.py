@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-HELP = "run the whole pipeline: embed, cluster, schedule, report (skips up-to-date stages)"
+HELP = "run the whole pipeline: embed, cluster, dedup, schedule, report (skips up-to-date stages)"
 DESCRIPTION = (
-    "Embed every document, cluster the embeddings with spherical k-means, build the\n"
+    "Embed every document, cluster the embeddings with spherical k-means, group\n"
+    "near-duplicates (--duplicates group, the default; off skips it), build the\n"
     "ClusterClip schedule (schedule.npy + schedule.json) and write the report, all in one\n"
     "work directory. A rerun skips the stages whose outputs are complete and match their\n"
     "inputs and options; a changed input or option redoes the stages downstream of it and\n"
@@ -29,6 +30,7 @@ GROUPS = (
     ("", "run"),
     ("embed", "embed"),
     ("cluster", "cluster"),
+    ("dedup", "dedup (near-duplicate groups; with --duplicates group)"),
     ("schedule", "schedule (budget: one of --num-samples, --num-tokens, --epochs)"),
     ("report", "report"),
 )

@@ -13,7 +13,9 @@ DESCRIPTION = (
     "(and token counts) come from a clustered work directory and the schedule is that "
     "directory's schedule stage (skipped when up to date, like `clusterclip run`). Without "
     "it, labels come from a .npy array or a parquet column (--labels) and the schedule is "
-    "written to --out; negative labels are excluded. Prints a one-screen summary."
+    "written to --out; negative labels are excluded. With --workdir and --duplicates group "
+    "(the default) the near-duplicate groups of the dedup stage (run first if missing) are "
+    "drawn as units that share one repetition budget. Prints a one-screen summary."
 )
 EXAMPLE = """examples:
   clusterclip schedule --workdir work --max-repeats 4 --num-samples 1000000 --seed 0
@@ -133,10 +135,29 @@ def _run_workdir(workdir: Path, options: Any) -> int:
     from clusterclip.schedule.stage import ScheduleStage
 
     work = WorkDir(workdir)
+    if options.duplicates == "group":
+        _refresh_groups(work)
     outcome = run_stage(ScheduleStage(), work, options, log=print)
     warnings_seen = outcome.summary.get("warnings", [])
     print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen))
     return 0
+
+
+def _refresh_groups(work: Any) -> None:
+    """Make the near-duplicate groups the schedule reads: first run, or redone for new clusters.
+
+    Keeps the settings of an earlier ``clusterclip dedup`` (or ``run``) in this
+    work directory; the defaults otherwise.
+    """
+    from clusterclip.dedup.options import DedupOptions
+    from clusterclip.dedup.stage import DedupStage
+    from clusterclip.options import from_mapping
+    from clusterclip.runner import run_stage
+
+    work.require("cluster")
+    recorded = (work.manifest()["stages"].get("dedup") or {}).get("config")
+    options = from_mapping(DedupOptions, recorded) if recorded else DedupOptions()
+    run_stage(DedupStage(), work, options, log=print)
 
 
 def _run_files(args: argparse.Namespace, options: Any) -> int:

@@ -22,6 +22,7 @@ accessor            file                             checked
 ``labels()``        ``clusters.parquet``             clusters made from the current embeddings
 ``scores()``        ``clusters.parquet``             same
 ``centroids()``     ``centroids.npy``                same
+``duplicate_of()``  ``duplicates.parquet``           groups made from the current clusters
 ``schedule()``      ``schedule.npy`` + ``.json``     schedule made from the current clusters
 ``report()``        ``report.json``                  report made from the current schedule
 ``corpus()``        the embedded corpus files        each file unchanged since it was embedded
@@ -72,6 +73,7 @@ ARTIFACTS: dict[str, str] = {
     "tfidf": "embed-tfidf.npz",
     "clusters": "clusters.parquet",
     "centroids": "centroids.npy",
+    "duplicates": "duplicates.parquet",
     "schedule": "schedule.npy",
     "schedule_meta": "schedule.json",
     "report_html": "report.html",
@@ -86,6 +88,7 @@ MANIFEST_NAME = ARTIFACTS["manifest"]
 STAGE_COMMANDS = {
     "embed": "clusterclip embed INPUT... --workdir W",
     "cluster": "clusterclip cluster --workdir W --n-clusters K",
+    "dedup": "clusterclip dedup --workdir W",
     "schedule": "clusterclip run ... --workdir W (or clusterclip schedule)",
     "report": "clusterclip report --workdir W",
 }
@@ -376,6 +379,33 @@ class WorkDir:
             raise ClusterClipError(f"{path} not found. Run `clusterclip cluster` first.")
         return int(np.load(path, mmap_mode="r").shape[0])
 
+    # -- dedup stage --------------------------------------------------------
+    def duplicates(self) -> Any:
+        """``duplicates.parquet`` as a pyarrow Table in index order.
+
+        Columns ``index`` (int64), ``representative`` (int64: lowest index of the
+        document's near-duplicate group, its own index when it has no copy),
+        ``similarity`` (float32 cosine to the representative), ``exact`` (bool:
+        same normalised text as the representative). Refused when the clusters
+        or embeddings changed since the dedup stage ran.
+        """
+        self.require_fresh("dedup")
+        path = self.path_of("duplicates")
+        if not path.exists():
+            raise ClusterClipError(
+                f"{path} not found. Run `clusterclip dedup --workdir {self.path}` first."
+            )
+        pq = require_extra("pyarrow.parquet", "io")
+        table = pq.read_table(path)
+        index = table.column("index").to_numpy()
+        if len(index) and not np.array_equal(index, np.arange(len(index))):
+            table = table.take(np.argsort(index, kind="stable"))
+        return table
+
+    def duplicate_of(self) -> np.ndarray:
+        """int64 ``(N,)``: the representative of every document's near-duplicate group."""
+        return self.duplicates().column("representative").to_numpy().astype(np.int64)
+
     # -- schedule stage -----------------------------------------------------
     def schedule(self) -> ScheduleFile:
         """The saved schedule, memory-mapped, refused when its labels changed since."""
@@ -406,6 +436,12 @@ class WorkDir:
         return json.loads(path.read_text("utf-8"))
 
     # -- the corpus ---------------------------------------------------------
+    def corpus_rereadable(self) -> bool:
+        """Whether the embed stage read files (which :meth:`corpus` can re-read), not a dataset."""
+        entry = self.require("embed")
+        names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
+        return bool(names) and not any(str(name).startswith("<") for name in names)
+
     def corpus_files(self) -> list[Path]:
         """The embedded corpus files, each checked unchanged since the embed stage read it."""
         return list(self._checked_corpus().values())

@@ -345,9 +345,22 @@ def _draws_per_slice(
 
 
 def _cluster_clip_positions(inputs: _Inputs) -> np.ndarray:
-    """Schedule position of each cluster's clip event (-1: never clipped, or no cap)."""
+    """Schedule position of each cluster's clip event (-1: never clipped, or no cap).
+
+    The schedule's own statistics when its sidecar records them (they count the
+    clip in units when near-duplicate groups share a budget); otherwise
+    recomputed from the cluster sizes and the cap.
+    """
     if inputs.clip_cap is None or not inputs.n_clusters:
         return np.full(inputs.n_clusters, -1, dtype=np.int64)
+    stats = inputs.meta.get("stats") or {}
+    if "clip_step" in stats:
+        steps = np.asarray(stats["clip_step"], dtype=np.int64)
+        ids = np.asarray(stats.get("cluster_ids", np.arange(len(steps))), dtype=np.int64)
+        positions = np.full(inputs.n_clusters, -1, dtype=np.int64)
+        inside = (ids >= 0) & (ids < inputs.n_clusters)
+        positions[ids[inside]] = steps[inside]
+        return positions
     targets = _clip_targets(inputs.clip_cap, inputs.sizes, len(inputs.indices))
     return _clip_positions(inputs.indices, inputs.labels, targets, inputs.n_clusters)
 

@@ -47,6 +47,7 @@ def open_stream(
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
     schedule_version: int = SCHEDULE_VERSION,
+    duplicate_of: Any = None,
 ) -> ScheduleStream:
     """Validate every argument and return the engine (used by the adapters and the CLI).
 
@@ -70,7 +71,7 @@ def open_stream(
         on_exhausted=on_exhausted,
         seed=seed,
         schedule_version=schedule_version,
-    ).stream(labels, lengths)
+    ).stream(labels, lengths, duplicate_of=duplicate_of)
 
 
 def build_schedule(
@@ -87,6 +88,7 @@ def build_schedule(
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
     schedule_version: int = SCHEDULE_VERSION,
+    duplicate_of: Any = None,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
 
@@ -124,6 +126,14 @@ def build_schedule(
     schedule_version : {1, 2, 3}
         The draw rule: 3 (the default), or the rule of releases before it (1 for
         seeds below 2**32, 2 above) to reproduce their schedules (docs/sampler.md).
+    duplicate_of : array_like of int, shape (N,), optional
+        Near-duplicate groups: the representative (lowest index) of every
+        document's group, its own index when it has no copy
+        (``clusterclip.io.WorkDir(W).duplicate_of()`` after the dedup stage).
+        Each group is then drawn as one unit in its representative's cluster,
+        its members taking turns (occurrence ``p`` emits member ``p % g``), so
+        a group's members together appear at most ``max_repeats`` times.
+        None (default): every document is its own unit.
 
     Returns
     -------
@@ -154,7 +164,7 @@ def build_schedule(
         on_exhausted=on_exhausted,
         seed=seed,
         schedule_version=schedule_version,
-    ).build(labels, lengths)
+    ).build(labels, lengths, duplicate_of=duplicate_of)
 
 
 def iter_schedule(
@@ -173,6 +183,7 @@ def iter_schedule(
     schedule_version: int = SCHEDULE_VERSION,
     start: int = 0,
     block_size: int = 65536,
+    duplicate_of: Any = None,
 ) -> Iterator[np.ndarray]:
     """Stream the global schedule in int64 blocks, from global position ``start``.
 
@@ -211,4 +222,4 @@ def iter_schedule(
         on_exhausted=on_exhausted,
         seed=seed,
         schedule_version=schedule_version,
-    ).iterate(labels, lengths, start=start, block_size=block_size)
+    ).iterate(labels, lengths, start=start, block_size=block_size, duplicate_of=duplicate_of)

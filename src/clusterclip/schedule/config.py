@@ -98,7 +98,12 @@ class ScheduleConfig:
     ``max_repeats`` is the *effective* clip: ``None`` for ``policy="uniform"``
     (the paper's no-clip baseline) and whenever the user passed ``None``.
     ``labels_fingerprint`` / ``lengths_fingerprint`` tie the config to the
-    exact inputs (see :func:`labels_fingerprint`).
+    exact inputs (see :func:`labels_fingerprint`). ``duplicates`` is
+    ``"group"`` when near-duplicate groups are drawn as units
+    (:mod:`clusterclip.schedule.units`), with the fingerprint of their
+    ``duplicate_of`` array; ``"off"`` (the default) is left out of
+    :meth:`to_dict`, so such a config, its fingerprint and saved schedules are
+    exactly those of the versions before grouping existed.
     """
 
     policy: str
@@ -114,12 +119,16 @@ class ScheduleConfig:
     labels_fingerprint: str
     lengths_fingerprint: str | None
     schedule_version: int = SCHEDULE_VERSION
+    duplicates: str = "off"
+    duplicates_fingerprint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (tuples become lists)."""
+        """Plain JSON-ready dict (tuples become lists; the duplicates fields only when grouping)."""
         out = asdict(self)
         if out["cluster_weights"] is not None:
             out["cluster_weights"] = list(out["cluster_weights"])
+        if self.duplicates == "off":
+            del out["duplicates"], out["duplicates_fingerprint"]
         return out
 
     @classmethod

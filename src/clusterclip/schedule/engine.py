@@ -51,6 +51,7 @@ from clusterclip.schedule.groups import (
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
 from clusterclip.schedule.stats import compute_stats
+from clusterclip.schedule.units import RotatingGroups, Units
 from clusterclip.schedule.windows import WindowChooser
 
 if TYPE_CHECKING:  # the policy module builds on this one
@@ -223,11 +224,16 @@ class Prepared:
         lengths: np.ndarray | None,
         config: ScheduleConfig,
         policy: Policy,
+        units: Units | None = None,
     ) -> None:
         self.config = config
         self.policy = policy
-        self.labels = labels
+        # With near-duplicate units the core draws representatives only
+        # (units.labels); statistics count documents in their group's cluster.
+        self.units = units
+        self.labels = labels if units is None else units.document_labels
         self.lengths = lengths
+        labels = labels if units is None else units.labels
         max_label = int(labels.max())
         present, counts = _present_clusters(labels, max_label)
         self.stats_ids = (
@@ -261,10 +267,13 @@ class Prepared:
             members, sizes, keys, seed=seed, purpose=purpose,
             shares=scale / scale.sum(), max_repeats=config.max_repeats,
         )  # fmt: skip
+        if units is not None:
+            self.groups = RotatingGroups(self.groups, units)
         self._fallback: Groups | None = None
         self.group_tokens = None
         if lengths is not None:
-            self.group_tokens = np.add.reduceat(lengths[self.groups.members], self.groups.offsets)
+            per_draw = lengths if units is None else units.mean_lengths(lengths)
+            self.group_tokens = np.add.reduceat(per_draw[self.groups.members], self.groups.offsets)
             if int(self.group_tokens.sum()) == 0 and config.num_tokens is not None:
                 raise invalid(
                     "lengths",
@@ -283,6 +292,9 @@ class Prepared:
                 members, sizes, np.zeros(1, np.int64), seed=self.config.seed,
                 purpose=PURPOSE_FALLBACK_PASS,
             )  # fmt: skip
+            if self.units is not None:  # every unit had its R passes: the turns go on
+                first = self.config.max_repeats or 0
+                self._fallback = RotatingGroups(self._fallback, self.units, first_pass=first)
         return self._fallback
 
 
@@ -644,6 +656,8 @@ class ScheduleStream:
         prep = self.prep
         if self.planned is not None:
             return prep.groups.tokens_of_first(self.planned.plan, prep.lengths)
+        if prep.units is not None:  # R passes of a unit emit members in turn
+            return prep.groups.tokens_of_first(prep.caps, prep.lengths)
         # Finite capped_total: every cap is max_repeats * size. Python ints: exact.
         return int(self.config.max_repeats) * int(prep.group_tokens.sum())
 
@@ -820,7 +834,8 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
         clip_step[where] = stream.clip_step
         if planned is not None:
             planned[where] = stream.planned.plan
-        members = (prep.groups.members, prep.groups.offsets, where)
+        if prep.units is None:  # with units the members are representatives only
+            members = (prep.groups.members, prep.groups.offsets, where)
     stats = compute_stats(
         indices,
         prep.labels,

@@ -75,6 +75,12 @@ class ScheduleOptions:
         "When every cluster is clipped before the budget: stop early, continue randomly, or fail.",
         choices=EXHAUSTION_RULES,
     )
+    duplicates: str = option(
+        "group",
+        "group: near-duplicate groups (the dedup stage) share one repetition budget, their "
+        "members taking turns; off: every document is its own unit.",
+        choices=("group", "off"),
+    )
     cluster_weights: tuple[float, ...] | None = option(
         None, "Custom weight per cluster id (TOML list only).", kind="list_float", cli=False
     )

@@ -46,6 +46,7 @@ from clusterclip.schedule.config import (
 from clusterclip.schedule.engine import Prepared, ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
+from clusterclip.schedule.units import Units, validate_duplicate_of
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
@@ -446,10 +447,18 @@ class SchedulePolicy:
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
     def _resolve(
-        self, labels: Any, lengths: Any
-    ) -> tuple[np.ndarray, np.ndarray | None, ScheduleConfig]:
-        """Validated labels and lengths, and the config this value gives for them."""
+        self, labels: Any, lengths: Any, duplicate_of: Any = None
+    ) -> tuple[np.ndarray, np.ndarray | None, ScheduleConfig, Units | None]:
+        """Validated labels and lengths, the config this value gives for them, the units."""
         labels = validate_labels(labels)
+        units, grouping = None, {}
+        if duplicate_of is not None:
+            representatives = validate_duplicate_of(duplicate_of, labels)
+            units = Units(representatives, labels)
+            grouping = {
+                "duplicates": "group",
+                "duplicates_fingerprint": fingerprint_array(representatives),
+            }
         lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
         if self.num_tokens is not None and lengths_array is None:
             raise invalid(
@@ -477,7 +486,9 @@ class SchedulePolicy:
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
                 schedule_version=self.schedule_version,
+                **grouping,
             ),
+            units,
         )
 
     def _weights_for(self, labels: np.ndarray) -> tuple[float, ...] | None:
@@ -503,7 +514,9 @@ class SchedulePolicy:
         return self.cluster_weights[:n_labels]
 
     # -- applying it ----------------------------------------------------------
-    def config_for(self, labels: Any, lengths: Any = None) -> ScheduleConfig:
+    def config_for(
+        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None
+    ) -> ScheduleConfig:
         """The recorded, fingerprinted :class:`ScheduleConfig` for these inputs.
 
         Parameters
@@ -512,6 +525,10 @@ class SchedulePolicy:
             Cluster id of every document; negative ids are excluded.
         lengths : array_like of int, shape (N,), optional
             Tokens per document (required with ``num_tokens``).
+        duplicate_of : array_like of int, shape (N,), optional
+            Representative of every document's near-duplicate group (its own
+            index when it has no copy): each group is drawn as one unit whose
+            members take turns (:mod:`clusterclip.schedule.units`). None: no grouping.
 
         Examples
         --------
@@ -519,9 +536,11 @@ class SchedulePolicy:
         ...     np.array([0, 1])).max_repeats is None
         True
         """
-        return self._resolve(labels, lengths)[2]
+        return self._resolve(labels, lengths, duplicate_of)[2]
 
-    def stream(self, labels: Any, lengths: Any = None) -> ScheduleStream:
+    def stream(
+        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None
+    ) -> ScheduleStream:
         """The streaming engine of this policy over ``labels`` (what the adapters read).
 
         ``stream(...).blocks(start)`` yields the global schedule from position
@@ -534,10 +553,10 @@ class SchedulePolicy:
         >>> int(sum(block.size for block in stream.blocks(0)))
         6
         """
-        labels, lengths_array, config = self._resolve(labels, lengths)
-        return ScheduleStream(Prepared(labels, lengths_array, config, self.kind))
+        labels, lengths_array, config, units = self._resolve(labels, lengths, duplicate_of)
+        return ScheduleStream(Prepared(labels, lengths_array, config, self.kind, units))
 
-    def build(self, labels: Any, lengths: Any = None) -> Schedule:
+    def build(self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None) -> Schedule:
         """The whole schedule in memory: indices, statistics and config.
 
         Same result as :func:`clusterclip.build_schedule` with these settings.
@@ -548,7 +567,7 @@ class SchedulePolicy:
         >>> SchedulePolicy(max_repeats=1, num_samples=4, seed=3).build(labels).indices.size
         4
         """
-        stream = self.stream(labels, lengths)
+        stream = self.stream(labels, lengths, duplicate_of=duplicate_of)
         draws = expected_draws(
             stream.end, num_tokens=self.num_tokens, labels=stream.prep.labels,
             lengths=stream.prep.lengths,
@@ -557,7 +576,13 @@ class SchedulePolicy:
         return materialise(stream, _collect(stream.blocks(0), stream.end))
 
     def iterate(
-        self, labels: Any, lengths: Any = None, *, start: int = 0, block_size: int = 65536
+        self,
+        labels: Any,
+        lengths: Any = None,
+        *,
+        start: int = 0,
+        block_size: int = 65536,
+        duplicate_of: Any = None,
     ) -> Iterator[np.ndarray]:
         """The global schedule in int64 blocks of ``block_size`` from position ``start``.
 
@@ -571,4 +596,5 @@ class SchedulePolicy:
         """
         start = _check_int("start", start, 0)
         block_size = _check_int("block_size", block_size, 1)
-        return rechunk(self.stream(labels, lengths).blocks(start), block_size)
+        stream = self.stream(labels, lengths, duplicate_of=duplicate_of)
+        return rechunk(stream.blocks(start), block_size)

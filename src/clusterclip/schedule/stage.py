@@ -1,6 +1,7 @@
 """The schedule stage: a work directory's labels -> ``schedule.npy`` + ``schedule.json``.
 
-Reads the labels (and token counts for a token budget) through
+Reads the labels (and token counts for a token budget, and the near-duplicate
+groups of the dedup stage when ``duplicates="group"``) through
 :class:`clusterclip.io.WorkDir`, streams the schedule with a progress bar and
 saves it. The runner (:mod:`clusterclip.runner`) decides whether it runs.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.runner import StageOutput
 from clusterclip.schedule.api import materialise, open_stream
@@ -38,12 +40,24 @@ class ScheduleStage:
     artifacts = ("schedule", "schedule_meta")
 
     def inputs(self, work: WorkDir, options: ScheduleOptions) -> dict[str, Any]:
-        """The cluster labels, and the document index when the budget is in tokens."""
+        """The cluster labels, the document index when the budget is in tokens, the groups."""
         work.require("cluster")
         found = {"cluster.clusters": work.output("cluster.clusters")}
         if options.num_tokens is not None:
             found["embed.documents"] = work.output("embed.documents")
+        if options.duplicates == "group":
+            if work.entry("dedup") is None:
+                raise ClusterClipError(
+                    f"work directory {work.path} has no near-duplicate groups yet (no completed "
+                    f"`dedup` stage). Run `clusterclip dedup --workdir {work.path}` first, or "
+                    "pass --duplicates off (duplicates='off') to draw every document on its own."
+                )
+            found["dedup.duplicates"] = work.output("dedup.duplicates")
         return found
+
+    @staticmethod
+    def _duplicate_of(work: WorkDir, options: ScheduleOptions) -> np.ndarray | None:
+        return work.duplicate_of() if options.duplicates == "group" else None
 
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> Schedule:
         """The saved schedule (its stats recomputed from the file)."""
@@ -53,6 +67,7 @@ class ScheduleStage:
         """Refuse a budget whose schedule cannot fit in memory, before the manifest changes."""
         labels = work.labels()
         lengths = work.n_tokens() if options.num_tokens is not None else None
+        self._duplicate_of(work, options)  # stale or missing groups: refused here
         draws, estimated = _draws_at_most(options, labels, lengths)
         check_fits(draws, estimated=estimated)
 
@@ -61,7 +76,9 @@ class ScheduleStage:
 
         labels = work.labels()
         lengths = work.n_tokens() if options.num_tokens is not None else None
-        schedule, budget, caught = build_with_progress(labels, options, lengths=lengths)
+        schedule, budget, caught = build_with_progress(
+            labels, options, lengths=lengths, duplicate_of=self._duplicate_of(work, options)
+        )
         for warning in caught:  # shown once more by the caller's summary; keep the user's filters
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
@@ -106,11 +123,13 @@ def build_with_progress(
     *,
     lengths: Any = None,
     cluster_weights: Any = None,
+    duplicate_of: Any = None,
 ) -> tuple[Schedule, dict[str, Any], list[warnings.WarningMessage]]:
     """Stream the schedule of ``options`` with a progress bar; collect its warnings.
 
     ``cluster_weights`` replaces ``options.cluster_weights`` when given (a file's
-    weights on the command line). Returns the schedule, the budget it was built
+    weights on the command line); ``duplicate_of`` (the near-duplicate groups)
+    is used when ``options.duplicates == "group"``. Returns the schedule, the budget it was built
     for (``num_samples`` / ``num_tokens``) and the warnings raised meanwhile.
     """
     from clusterclip.progress import progress_bar
@@ -126,6 +145,7 @@ def build_with_progress(
             cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
             order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
             schedule_version=options.schedule_version,
+            duplicate_of=duplicate_of if options.duplicates == "group" else None,
         )  # fmt: skip
         draws = expected_draws(
             stream.end, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths

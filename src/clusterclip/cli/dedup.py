@@ -1,0 +1,139 @@
+"""``clusterclip dedup``: near-duplicate groups of a clustered work directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+HELP = "group near-duplicate documents (they then share one repetition budget)"
+DESCRIPTION = (
+    "Find near-duplicate groups in a clustered work directory: exact copies (same text after\n"
+    "Unicode NFKC, case folding and whitespace collapsing) anywhere in the corpus, and near\n"
+    "copies (embedding cosine >= --dedup-threshold) inside each cluster, joined into groups\n"
+    "(connected components). Each group's representative is its lowest document index. The\n"
+    "schedule (--duplicates group, the default) draws a group as one unit whose members take\n"
+    "turns, so all copies of a text together appear at most --max-repeats times. Writes\n"
+    "duplicates.parquet and the manifest entry (a rerun with the same settings is skipped),\n"
+    "then prints the groups found; --export writes them as jsonl."
+)
+EXAMPLE = """examples:
+  clusterclip dedup --workdir work
+  clusterclip dedup --workdir work --dedup-threshold 0.9 --overwrite --top 20
+  clusterclip dedup --workdir work --export groups.jsonl
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from clusterclip.cli.flags import add_section
+
+    parser.add_argument(
+        "--workdir", type=Path, required=True, help="work directory with a completed cluster stage"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace groups made with other settings"
+    )
+    parser.add_argument(
+        "--top", type=int, default=5, help="largest groups shown, with example texts (default: 5)"
+    )
+    parser.add_argument(
+        "--export",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="write every group as one json line: representative, cluster, kind, duplicates",
+    )
+    add_section(parser, "dedup", "dedup")
+
+
+def run(args: argparse.Namespace) -> int:
+    from clusterclip.cli.flags import section_values
+    from clusterclip.dedup.options import DedupOptions
+    from clusterclip.dedup.stage import DedupStage, group_rows
+    from clusterclip.errors import ClusterClipError
+    from clusterclip.io import WorkDir
+    from clusterclip.runner import run_stage
+
+    if args.top < 0:
+        raise ClusterClipError(f"--top must be an int in [0, inf); got {args.top}.")
+    if args.export is not None and args.export.is_dir():
+        raise ClusterClipError(f"--export {args.export} is a directory. Pass a file name.")
+    work = WorkDir(args.workdir)
+    work.require("cluster")
+    options = DedupOptions(**section_values(args, "dedup"))
+    outcome = run_stage(
+        DedupStage(), work, options, on_change="refuse", force=args.overwrite, log=print
+    )
+    rows = group_rows(work)
+    print(format_summary(outcome.summary, rows[: args.top], _texts_of(work, rows[: args.top])))
+    if args.export is not None:
+        written = export_groups(rows, args.export)
+        print(f"  exported       {len(rows):,} groups to {written}")
+    return 0
+
+
+def _texts_of(work: Any, rows: list[dict[str, Any]]) -> dict[int, str]:
+    """Texts of the representatives and first duplicates shown (one partial corpus pass)."""
+    wanted = set()
+    for row in rows:
+        wanted.add(row["representative"]["index"])
+        wanted.update(d["index"] for d in row["duplicates"][:1])
+    if not wanted or not work.corpus_rereadable():
+        return {}
+    texts = {}
+    last = max(wanted)
+    for record in work.corpus():
+        if record.index in wanted:
+            texts[record.index] = record.text or ""
+        if record.index >= last:
+            break
+    return texts
+
+
+def _clip(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def format_summary(
+    summary: dict[str, Any], rows: list[dict[str, Any]], texts: dict[int, str]
+) -> str:
+    """The one-screen summary: counts, then the largest groups with example texts."""
+    usable = max(summary.get("usable_documents", 0), 1)
+    lines = [
+        f"clusterclip dedup: {summary['groups']:,} groups of near-duplicates "
+        f"(threshold {summary['threshold']}, exact copies {summary['exact']})",
+        f"  documents      {summary['documents_in_groups']:,} in groups "
+        f"({100 * summary['documents_in_groups'] / usable:.2f}% of {usable:,} usable); "
+        f"{summary['duplicates']:,} are copies of a representative",
+        f"  kinds          {summary['exact_groups']:,} exact groups (every member the same "
+        f"normalised text), {summary['near_groups']:,} near groups",
+        f"  time           {summary['seconds']['total']:.1f} s (hash texts "
+        f"{summary['seconds']['hash']:.1f} s, compare {summary['seconds']['compare']:.1f} s)",
+    ]
+    for row in rows:
+        head = row["representative"]
+        name = head["id"] if head["id"] is not None else f"#{head['index']}"
+        lines.append(
+            f"  group of {row['size']:<5} {row['kind']:<5} cluster {row['cluster']}, kept {name}"
+        )
+        if head["index"] in texts:
+            lines.append(f"      kept: {_clip(texts[head['index']])}")
+        first = row["duplicates"][0]
+        if first["index"] in texts:
+            lines.append(
+                f"      copy: {_clip(texts[first['index']])} (cosine {first['similarity']:.3f})"
+            )
+    return "\n".join(lines)
+
+
+def export_groups(rows: list[dict[str, Any]], path: Path) -> Path:
+    """Write one json line per group, atomically."""
+    import json
+
+    from clusterclip.io import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,235 @@
+"""The dedup stage: embeddings + clusters (+ corpus text) -> ``duplicates.parquet``.
+
+Reads everything through :class:`clusterclip.io.WorkDir`: the cluster labels,
+the embeddings (memory-mapped, gathered one cluster at a time) and, for exact
+copies, the corpus text (one streaming pass). Writes ``duplicates.parquet``
+atomically (``index``, ``representative``, ``similarity``, ``exact``) and the
+``dedup`` manifest entry; the runner (:mod:`clusterclip.runner`) skips it when
+its options and inputs are unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.dedup.detect import DuplicateGroups, find_groups, hash_texts
+from clusterclip.dedup.options import DedupOptions
+from clusterclip.errors import require_extra
+from clusterclip.io import WorkDir, atomic_path, versions
+from clusterclip.runner import StageOutput, run_stage
+
+__all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
+
+
+@dataclass(frozen=True)
+class DedupResult:
+    """What :func:`dedup` produced (or found already done).
+
+    Attributes
+    ----------
+    duplicate_of : ndarray of int64, shape (N,)
+        Representative (lowest index) of every document's group; its own index
+        when it has no copy.
+    summary : dict
+        Groups, documents in groups, exact / near groups, largest groups, timings.
+    skipped : bool
+        True when the work directory already held this result.
+    """
+
+    workdir: Path
+    duplicate_of: np.ndarray
+    summary: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
+
+
+def dedup(
+    workdir: str | Path,
+    *,
+    threshold: float = DedupOptions.threshold,
+    exact: bool = DedupOptions.exact,
+    block_size: int = DedupOptions.block_size,
+    overwrite: bool = False,
+) -> DedupResult:
+    """Find the near-duplicate groups of a clustered work directory.
+
+    Parameters
+    ----------
+    workdir : path
+        Work directory with a completed ``cluster`` stage.
+    threshold : float
+        Cosine in (0, 1] at or above which two documents of one cluster are
+        near-duplicates (default chosen by measurement, docs/clustering.md).
+    exact : bool
+        Also group exact copies (same normalised text) across clusters; needs
+        one pass over the corpus files (skipped, and said so, for a corpus
+        embedded from an in-memory dataset).
+    block_size : int
+        Rows of a cluster compared at once: ``block_size x cluster size``
+        float32 scores in memory.
+    overwrite : bool
+        Replace groups made with other settings (otherwise refuse).
+
+    Returns
+    -------
+    DedupResult
+
+    Examples
+    --------
+    >>> result = dedup("work", threshold=0.9)  # doctest: +SKIP
+    >>> result.summary["groups"], result.summary["documents_in_groups"]  # doctest: +SKIP
+    (41, 97)
+    """
+    options = DedupOptions(threshold=threshold, exact=exact, block_size=block_size)
+    outcome = run_stage(
+        DedupStage(), WorkDir(workdir), options, on_change="refuse", force=overwrite
+    )
+    return outcome.result
+
+
+class DedupStage:
+    """The dedup stage in the runner's contract (progress bars follow ``CLUSTERCLIP_PROGRESS``).
+
+    >>> DedupStage().name, DedupStage().artifacts
+    ('dedup', ('duplicates',))
+    """
+
+    name = "dedup"
+    artifacts = ("duplicates",)
+
+    def inputs(self, work: WorkDir, options: DedupOptions) -> dict[str, Any]:
+        """The clusters, the embeddings and the document index (the corpus is checked on read)."""
+        work.require("cluster")
+        return {
+            "embed.documents": work.output("embed.documents"),
+            "embed.embeddings": work.output("embed.embeddings"),
+            "cluster.clusters": work.output("cluster.clusters"),
+        }
+
+    def load(self, work: WorkDir, entry: Mapping[str, Any]) -> DedupResult:
+        """The stored result."""
+        return DedupResult(
+            work.path, work.duplicate_of(), dict(entry.get("summary", {})), skipped=True
+        )
+
+    def run(self, work: WorkDir, options: DedupOptions, *, resume: bool) -> StageOutput:
+        """Hash the texts (``exact``), link near copies cluster by cluster, write the table."""
+        from clusterclip.progress import progress_bar
+
+        started = time.perf_counter()
+        labels = work.labels()
+        embeddings = work.embeddings()
+        hashes, exact_note = None, "off"
+        if options.exact and work.corpus_rereadable():
+            records = work.corpus()  # checked now: a changed file is refused before any work
+            with progress_bar(total=len(labels), desc="dedup: hash texts", unit="doc") as bar:
+                hashes = hash_texts(_texts(records, bar), len(labels))
+            exact_note = "on"
+        elif options.exact:
+            exact_note = "skipped: the corpus was an in-memory dataset, its texts cannot be re-read"
+        hashed = time.perf_counter()
+        usable = int((labels >= 0).sum())
+        with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
+            groups = find_groups(
+                embeddings.__getitem__, labels, threshold=options.threshold,
+                block_size=options.block_size, hashes=hashes, progress=bar.update,
+            )  # fmt: skip
+        compared = time.perf_counter()
+        outputs = _write(work, groups)
+        sizes = np.bincount(labels[labels >= 0]) if usable else np.zeros(0, np.int64)
+        summary = {
+            **groups.summary(),
+            "documents": int(len(labels)),
+            "usable_documents": usable,
+            "threshold": options.threshold,
+            "exact": exact_note,
+            "largest_cluster": int(sizes.max()) if sizes.size else 0,
+            "peak_scores_bytes": int(min(options.block_size, sizes.max(initial=0)))
+            * int(sizes.max(initial=0))
+            * 4,
+            "seconds": {
+                "hash": round(hashed - started, 3),
+                "compare": round(compared - hashed, 3),
+                "total": round(time.perf_counter() - started, 3),
+            },
+        }
+        result = DedupResult(work.path, groups.representative, summary)
+        return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
+
+
+def _texts(records: Any, bar: Any) -> Any:
+    for record in records:
+        bar.update(1)
+        yield record.text if record.status == "ok" else None
+
+
+def _write(work: WorkDir, groups: DuplicateGroups) -> dict[str, str]:
+    pa = require_extra("pyarrow", "io")
+    pq = require_extra("pyarrow.parquet", "io")
+    n = groups.representative.size
+    table = pa.table(
+        {
+            "index": pa.array(np.arange(n, dtype=np.int64)),
+            "representative": pa.array(groups.representative.astype(np.int64)),
+            "similarity": pa.array(groups.similarity.astype(np.float32)),
+            "exact": pa.array(groups.exact.astype(bool)),
+        }
+    )
+    with atomic_path(work.path_of("duplicates")) as tmp:
+        pq.write_table(table, tmp)
+    return {"duplicates": work.fingerprint("duplicates")}
+
+
+def group_rows(work: WorkDir, *, top: int | None = None) -> list[dict[str, Any]]:
+    """The groups of two or more documents, largest first (ties: lowest representative).
+
+    Each is ``{"representative": {"index", "id"}, "cluster", "size", "kind",
+    "duplicates": [{"index", "id", "similarity", "exact"}, ...]}`` with
+    ``kind`` ``exact`` (every member an exact copy) or ``near``; ids are the
+    corpus ids (``None`` when the corpus has none).
+
+    Parameters
+    ----------
+    top : int, optional
+        Only the ``top`` largest groups.
+    """
+    table = work.duplicates()
+    rep = table.column("representative").to_numpy()
+    similarity = table.column("similarity").to_numpy()
+    exact = table.column("exact").to_numpy(zero_copy_only=False)
+    ids = work.documents(["id"]).column("id").to_pylist()
+    labels = work.labels()
+    grouped = np.flatnonzero(rep != np.arange(rep.size))
+    order = np.lexsort((grouped, rep[grouped]))
+    members = grouped[order]
+    heads, starts, counts = np.unique(rep[members], return_index=True, return_counts=True)
+    ranking = np.lexsort((heads, -counts))
+    if top is not None:
+        ranking = ranking[:top]
+    rows = []
+    for g in ranking.tolist():
+        head = int(heads[g])
+        these = members[starts[g] : starts[g] + counts[g]]
+        rows.append(
+            {
+                "representative": {"index": head, "id": ids[head]},
+                "cluster": int(labels[head]),
+                "size": int(counts[g]) + 1,
+                "kind": "exact" if bool(exact[these].all()) else "near",
+                "duplicates": [
+                    {
+                        "index": int(d),
+                        "id": ids[d],
+                        "similarity": round(float(similarity[d]), 4),
+                        "exact": bool(exact[d]),
+                    }
+                    for d in these.tolist()
+                ],  # fmt: skip
+            }
+        )
+    return rows

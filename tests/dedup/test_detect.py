@@ -1,0 +1,98 @@
+"""Detection: blocked cosine pairs inside clusters, exact copies anywhere, union-find groups."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from clusterclip.dedup.detect import connect, find_groups, hash_texts, near_pairs, normalise_text
+from tests.product_support import kjv_records
+
+
+def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def reference_components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Lowest member of each component, by plain graph search."""
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for i, j in zip(a.tolist(), b.tolist(), strict=True):
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+    out = np.full(n, -1)
+    for start in range(n):
+        if out[start] >= 0:
+            continue
+        stack, seen = [start], {start}
+        while stack:
+            for nxt in neighbours[stack.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        out[list(seen)] = min(seen)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_connect_finds_the_components(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    a, b = rng.integers(0, n, 250), rng.integers(0, n, 250)
+    parent = np.arange(n)
+    connect(parent, a[:100], b[:100])
+    connect(parent, a[100:], b[100:])  # in two batches, as cluster after cluster
+    np.testing.assert_array_equal(parent, reference_components(n, a, b))
+
+
+def test_pairs_do_not_depend_on_the_block_size():
+    rng = np.random.default_rng(0)
+    x = unit_rows(rng, 200, 16)
+    x[100:140] = x[:40] + 0.05 * unit_rows(rng, 40, 16)  # planted near copies
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    found = []
+    for block in (1, 7, 64, 1000):
+        pairs = [np.stack(p, axis=1) for p in near_pairs(x, 0.95, block)]
+        found.append(np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64))
+    brute = np.argwhere(np.triu(x @ x.T >= 0.95, k=1))
+    for pairs in found:
+        np.testing.assert_array_equal(pairs[np.lexsort(pairs.T[::-1])], brute)
+
+
+def test_memory_is_a_block_times_the_cluster_never_n_by_n():
+    rng = np.random.default_rng(1)
+    n, dim, block = 6000, 32, 64
+    x = unit_rows(rng, n, dim)
+    labels = np.zeros(n, dtype=np.int64)  # one big cluster: the worst case
+    tracemalloc.start()
+    find_groups(lambda rows: x[rows], labels, threshold=0.9, block_size=block)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    n_by_n = n * n * 4  # 144 MB of float32 scores
+    bound = block * n * (4 + 1) + n * dim * 4 + 40 * n * 8  # scores, mask, rows, index arrays
+    assert peak < bound < n_by_n / 20, (peak, bound)
+
+
+def test_exact_copies_join_across_clusters_near_copies_only_within():
+    verses = [r["text"] for r in kjv_records(step=500)][:6]
+    texts = [verses[0], verses[1], "  " + verses[0].upper() + " ", verses[2], verses[1]]
+    texts += verses[3:]
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, -1])  # doc 2 (a copy of doc 0) in another cluster
+    x = np.eye(8, dtype=np.float32)
+    x[3] = x[0]  # same embedding as doc 0, same cluster: a near copy
+    x[6] = x[2]  # same embedding as doc 2 but in cluster 0 while doc 2 is in 2: not linked
+    hashes = hash_texts(texts + [None], 8)
+    groups = find_groups(lambda rows: x[rows], labels, threshold=0.99, hashes=hashes)
+    assert groups.representative.tolist() == [0, 1, 0, 0, 1, 5, 6, 7]
+    assert groups.exact.tolist() == [False, False, True, False, True, False, False, False]
+    summary = groups.summary()
+    assert (summary["groups"], summary["documents_in_groups"], summary["exact_groups"]) == (2, 5, 1)
+    assert normalise_text(texts[2]) == normalise_text(texts[0])
+
+
+def test_excluded_documents_are_never_grouped():
+    x = np.ones((4, 3), dtype=np.float32) / np.sqrt(3)
+    groups = find_groups(lambda rows: x[rows], np.array([0, -1, 0, -1]), threshold=0.9)
+    assert groups.representative.tolist() == [0, 1, 0, 3]
