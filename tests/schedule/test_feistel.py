@@ -73,3 +73,29 @@ def test_tokens_of_first_are_the_tokens_of_the_looked_up_draws():
         for k, c in enumerate(counts.tolist())
     ]
     assert groups.tokens_of_first(counts, lengths) == sum(drawn)
+
+
+def test_large_groups_draw_each_pass_from_a_generator_whatever_the_cache(monkeypatch):
+    import clusterclip.schedule.feistel as feistel
+    from clusterclip.schedule.groups import chunk_permutations
+
+    sizes = np.array([40, feistel.LARGE_GROUP, 3 * feistel.LARGE_GROUP])
+    keys = np.array([2, 5, 9])
+
+    def positions(cache: int) -> np.ndarray:
+        monkeypatch.setattr(feistel, "ROW_CACHE", cache)
+        groups = feistel.FeistelGroups(np.arange(sizes.sum()), sizes, keys, seed=3, purpose=2)
+        rng = np.random.default_rng(0)
+        group = rng.integers(0, 3, 4000)
+        return group, groups.positions(group, rng.integers(0, 10**5, 4000))
+
+    group, cached = positions(2**24)
+    _, thrashing = positions(1)  # evicts all but the last row: the same positions
+    np.testing.assert_array_equal(cached, thrashing)
+    groups = feistel.FeistelGroups(np.arange(sizes.sum()), sizes, keys, seed=3, purpose=2)
+    for g in (1, 2):
+        size = int(sizes[g])
+        for p in (0, 7):
+            got = groups.positions(np.full(size, g), p * size + np.arange(size))
+            want = chunk_permutations(3, 2, int(keys[g]), p, size, rows=1)[0]
+            np.testing.assert_array_equal(got, want)

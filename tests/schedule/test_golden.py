@@ -14,7 +14,7 @@ Every supported version is pinned: version 1 (the rule of releases before
 version 3, asked for with ``schedule_version=1``; every seed here is below
 2**32) must stay byte-identical for the schedules and checkpoints made with
 it, and version 3 (the default), whose windows (``WINDOW``), purpose codes
-and permutation constants (``FEISTEL_ROUNDS``, ``SMALL_GROUP``, ``TABLE_ROWS``)
+and permutation constants (``FEISTEL_ROUNDS``, ``SMALL_GROUP``, ``TABLE_ROWS``, ``LARGE_GROUP``)
 the pins cover: every version-3 case spans several windows.
 
 Each pin is the sha256 of the schedule as little-endian int64 bytes, plus its
@@ -34,7 +34,7 @@ import pytest
 from clusterclip.adapters.torch import ClusterClipSampler
 from clusterclip.schedule import SCHEDULE_VERSION, build_schedule
 from clusterclip.schedule.config import SUPPORTED_VERSIONS
-from clusterclip.schedule.feistel import SMALL_GROUP
+from clusterclip.schedule.feistel import HUGE_GROUP, LARGE_GROUP, SMALL_GROUP
 from clusterclip.schedule.groups import CHOICE_BLOCK, PERMUTATION_CHUNK
 from clusterclip.schedule.windows import WINDOW
 
@@ -112,34 +112,34 @@ RANK_PINS_V1 = {
 
 PINS_V3 = {
     "online": (
-        "eb36c6d019b477cf62e9540867c32a359a95ac188b8a9720782e30a94f2791e8",
+        "95674a9196d1ab13458af9fcd0f4186237bacaa5ecb91dc896af50c1fb2df53d",
         150_000,
-        [2889, 2541, 5878, 2207, 1517, 3841],
+        [6740, 2541, 4377, 4578, 211, 5174],
     ),
     "planned-fallback": (
-        "2c0a0558fef5ea58820e80a45112b69f09ce232099d913a74a6a9ab7f1b497e9",
+        "4e0e5adb7ce0c04162d7bab0d65ae1234bc582c788e63b05f57b45a730f739f5",
         150_000,
-        [5878, 2889, 3841, 272, 5841, 3311],
+        [4377, 6740, 5174, 6438, 5601, 955],
     ),
     "random": (
-        "e6a579b728c996e30a7aede43d0d70c7cca4659f08fcc49041612729791aecc0",
+        "46e78239e20802bf1c11d76972fd2cea5e18ba099b954f9200c4599881c9ebb1",
         140_000,
-        [2265, 4225, 416, 2322, 4985, 1478],
+        [1422, 2987, 6643, 2880, 858, 4580],
     ),
     "temperature": (
-        "3b9dc69624bfde78d6d78e7aa50087159e432b3cad85cf31d5edf9f4293fae01",
+        "309660ffad216de12897d7f57338fffdbc36345842d93fdeae2866943cdf0b3d",
         140_000,
-        [2771, 6790, 1899, 5798, 3536, 5674],
+        [592, 2533, 1428, 5798, 6193, 107],
     ),
     "tokens-fallback": (
-        "a1c1ea68f870317f7b643367d6754d1f00b497acc5833a81c173affcd192f088",
-        133_020,
-        [5138, 2523, 3332, 6079, 3, 795],
+        "ef8c5217378aea5541cb3d21c46c71ac0a336ac51b8ef5d42e3ad44c8c087361",
+        133_045,
+        [5138, 5152, 1394, 6079, 3, 4779],
     ),
 }
 RANK_PINS_V3 = {
-    (7, False): "8fcbcd534de6894f3262eea1153687e95e2eb138af322bf6d8a070171d1a2921",
-    (11, True): "e2f3f74fa3090c0b9b351ee694b43df2386a9166dc66694818c5598e117d3233",
+    (7, False): "153ef0d8ee676c21ca62fcfa031f14ec9561f6309db07eb323aadac307de0672",
+    (11, True): "843ac4a02e113571838eda39f0ae23209a7fbbbc4df63724d3310a52007cc6c1",
 }
 
 PINS = {1: PINS_V1, 3: PINS_V3}
@@ -171,6 +171,9 @@ def test_cases_span_several_choice_blocks_and_windows():
     assert min(PINS_V3[case][1] for case in PINS_V3) > 2 * WINDOW
     assert min(SIZES.values()) < PERMUTATION_CHUNK < max(SIZES.values())
     assert min(SIZES.values()) <= SMALL_GROUP < max(SIZES.values())
+    # version 3's three pass sources: the table, the bijection, a generator per pass
+    assert any(SMALL_GROUP < size < LARGE_GROUP for size in SIZES.values())
+    assert LARGE_GROUP <= max(SIZES.values()) <= HUGE_GROUP
     assert sorted(SIZES) != list(range(len(SIZES)))
 
 

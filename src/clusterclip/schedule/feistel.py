@@ -47,6 +47,18 @@ permutation (from a pool of ``4096 s`` per size and seed) in which every
 member's place is uniform, consecutive passes are independent, and a draw
 costs one gather.
 
+Large groups (a generator per pass)
+-----------------------------------
+The network costs a few hundred nanoseconds a draw whatever the size, while
+a generated permutation costs a few tens once its pass is used up. Groups of
+``LARGE_GROUP`` to ``HUGE_GROUP`` members therefore draw pass ``p`` as
+``default_rng(seed_sequence(seed, purpose, key, p)).permutation(s)`` (the
+same row as ``chunk_permutations(seed, purpose, key, p, s, rows=1)``). The row
+of the pass a group is in is cached (one per group, least recently used ones
+evicted past ``ROW_CACHE`` entries): a speed knob, never part of the result.
+Bigger groups keep the bijection, so no row of more than ``HUGE_GROUP``
+entries is ever held.
+
 Every constant here (``GAMMA``, the mixing constants, four rounds, the keys'
 layout) is part of ``SCHEDULE_VERSION`` 3: changing any of them changes the
 schedules (``tests/schedule/test_golden.py`` pins them).
@@ -54,12 +66,17 @@ schedules (``tests/schedule/test_golden.py`` pins them).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
-from clusterclip.schedule.groups import PURPOSE_SMALL_TABLE, seed_sequence
+from clusterclip.schedule.groups import PURPOSE_SMALL_TABLE, _generators, seed_sequence
 
 __all__ = [
     "FEISTEL_ROUNDS",
+    "HUGE_GROUP",
+    "LARGE_GROUP",
+    "ROW_CACHE",
     "SMALL_GROUP",
     "TABLE_ROWS",
     "FeistelGroups",
@@ -85,6 +102,13 @@ FEISTEL_ROUNDS = 6
 SMALL_GROUP = 32
 #: Permutations per size in that table (a power of two; version 3).
 TABLE_ROWS = 4096
+#: Groups of at least this many members (and at most ``HUGE_GROUP``) draw each
+#: pass's permutation from a generator (version 3; chosen by measurement).
+LARGE_GROUP = 256
+#: Above this many members a group goes back to the bijection (no row to hold).
+HUGE_GROUP = 2**24
+#: Cached permutation entries (int32) of the large groups: a speed knob only.
+ROW_CACHE = 2**24
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
@@ -285,6 +309,9 @@ class FeistelGroups:
         self.offsets = np.cumsum(self.sizes) - self.sizes
         self.group_keys = group_keys(seed, purpose, self.keys)
         self._small: tuple[np.ndarray, np.ndarray] | None = None
+        # group -> (pass, its permutation as int32), least recently used first
+        self._rows: OrderedDict[int, tuple[int, np.ndarray]] = OrderedDict()
+        self._cached = 0
 
     def _table(self) -> tuple[np.ndarray, np.ndarray]:
         """The small groups' permutations (uint8), for the sizes present, and each size's start.
@@ -325,16 +352,82 @@ class FeistelGroups:
         """Member position (in ``[0, size)``) of draws ``draw`` of groups ``group``."""
         size = self.sizes[group]
         passes, cursor = np.divmod(draw, size)
-        keys = pass_keys(self.group_keys[group], passes)
         small = size <= SMALL_GROUP
         if small.all():  # one gather from the table
-            return self._from_table(size, cursor, keys)
+            return self._from_table(size, cursor, pass_keys(self.group_keys[group], passes))
         out = np.empty(cursor.shape, dtype=np.int64)
-        large = np.flatnonzero(~small)
-        out[large] = permute(cursor[large], size[large], keys[large])
+        rows = (size >= LARGE_GROUP) & (size <= HUGE_GROUP)
+        which = np.flatnonzero(rows)
+        if which.size:
+            out[which] = self._from_rows(group[which], passes[which], cursor[which])
+        if which.size == cursor.size:
+            return out
+        middle = np.flatnonzero(~small & ~rows)
+        if middle.size:
+            keys = pass_keys(self.group_keys[group[middle]], passes[middle])
+            out[middle] = permute(cursor[middle], size[middle], keys)
         rest = np.flatnonzero(small)
-        out[rest] = self._from_table(size[rest], cursor[rest], keys[rest])
+        if rest.size:
+            keys = pass_keys(self.group_keys[group[rest]], passes[rest])
+            out[rest] = self._from_table(size[rest], cursor[rest], keys)
         return out
+
+    def pass_row(self, group: int, pass_: int) -> np.ndarray:
+        """The permutation of pass ``pass_`` of a large group (``LARGE_GROUP <= size <= HUGE_GROUP``)."""
+        (rng,) = _generators(
+            self.seed, self.purpose, self.keys[[group]], np.array([pass_], dtype=np.int64)
+        )
+        return rng.permutation(int(self.sizes[group])).astype(np.int32)
+
+    def _from_rows(self, group: np.ndarray, passes: np.ndarray, cursor: np.ndarray) -> np.ndarray:
+        """Positions of draws of large groups, a run of one (group, pass) at a time."""
+        order = None
+        if group.size > 1 and not bool((group[1:] >= group[:-1]).all()):
+            order = np.argsort(group, kind="stable")  # draws of a group stay in order
+            group, passes, cursor = group[order], passes[order], cursor[order]
+        change = np.flatnonzero((group[1:] != group[:-1]) | (passes[1:] != passes[:-1])) + 1
+        starts = np.concatenate([[0], change]).tolist()
+        ends = [*starts[1:], group.size]
+        heads = list(zip(group[starts].tolist(), passes[starts].tolist(), strict=True))
+        rows: dict[tuple[int, int], np.ndarray] = {}
+        missing = []
+        for head in dict.fromkeys(heads):
+            hit = self._rows.get(head[0])
+            if hit is not None and hit[0] == head[1]:
+                rows[head] = hit[1]
+                self._rows.move_to_end(head[0])
+            else:
+                missing.append(head)
+        if missing:  # the generators of all new rows, made in bulk
+            made = _generators(
+                self.seed,
+                self.purpose,
+                self.keys[[g for g, _ in missing]],
+                np.array([p for _, p in missing], dtype=np.int64),
+            )
+            for (g, p), rng in zip(missing, made, strict=True):
+                rows[(g, p)] = self._keep(g, p, rng.permutation(int(self.sizes[g])))
+        out = np.empty(group.shape[0], dtype=np.int64)
+        for head, start, end in zip(heads, starts, ends, strict=True):
+            out[start:end] = rows[head][cursor[start:end]]
+        if order is not None:
+            unsorted = np.empty_like(out)
+            unsorted[order] = out
+            return unsorted
+        return out
+
+    def _keep(self, group: int, pass_: int, row: np.ndarray) -> np.ndarray:
+        """Cache ``row`` as the pass ``group`` is in; evict the least recently used past ROW_CACHE."""
+        row = row.astype(np.int32)
+        old = self._rows.pop(group, None)
+        if old is not None:
+            self._cached -= old[1].size
+        self._rows[group] = (pass_, row)
+        self._cached += row.size
+        while self._cached > ROW_CACHE and len(self._rows) > 1:
+            _, (_, evicted) = self._rows.popitem(last=False)
+            self._cached -= evicted.size
+        return row
 
     def lookup(
         self,
