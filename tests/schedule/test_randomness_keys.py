@@ -145,7 +145,9 @@ def test_v3_windows_draw_from_their_own_generator():
 
     labels = np.repeat(np.arange(5), 30)
     total = 2 * WINDOW + 777  # three windows
-    indices = build_schedule(labels, policy="uniform", num_samples=total, seed=9).indices
+    indices = build_schedule(
+        labels, policy="uniform", num_samples=total, seed=9, schedule_version=3
+    ).indices
     expected = np.concatenate(
         [
             np.random.Generator(

@@ -25,7 +25,7 @@ import numpy as np
 from clusterclip.adapters.ranks import check_share, rank_length
 from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
-from clusterclip.schedule.config import SCHEDULE_VERSION, ScheduleConfig, labels_fingerprint
+from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
     DEFAULT_ON_EXHAUSTED,
@@ -170,7 +170,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         order: str = DEFAULT_ORDER,
         on_exhausted: str = DEFAULT_ON_EXHAUSTED,
         seed: int,
-        schedule_version: int = SCHEDULE_VERSION,
+        schedule_version: int | None = None,
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = True,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.schedule.config import SCHEDULE_VERSION, ScheduleConfig
+from clusterclip.schedule.config import ScheduleConfig
 from clusterclip.schedule.engine import ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.policy import (
@@ -46,7 +46,7 @@ def open_stream(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
-    schedule_version: int = SCHEDULE_VERSION,
+    schedule_version: int | None = None,
     duplicate_of: Any = None,
 ) -> ScheduleStream:
     """Validate every argument and return the engine (used by the adapters and the CLI).
@@ -87,7 +87,7 @@ def build_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
-    schedule_version: int = SCHEDULE_VERSION,
+    schedule_version: int | None = None,
     duplicate_of: Any = None,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
@@ -123,9 +123,10 @@ def build_schedule(
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
-    schedule_version : {1, 2, 3}
-        The draw rule: 3 (the default), or the rule of releases before it (1 for
-        seeds below 2**32, 2 above) to reproduce their schedules (docs/sampler.md).
+    schedule_version : {None, 1, 2, 3}
+        The draw rule: None (default) for the default rule, recorded as 1 for
+        seeds below 2**32 and 2 above; 3 for very many small clusters
+        (rejection windows, docs/sampler.md).
     duplicate_of : array_like of int, shape (N,), optional
         Near-duplicate groups: the representative (lowest index) of every
         document's group, its own index when it has no copy
@@ -180,7 +181,7 @@ def iter_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
-    schedule_version: int = SCHEDULE_VERSION,
+    schedule_version: int | None = None,
     start: int = 0,
     block_size: int = 65536,
     duplicate_of: Any = None,

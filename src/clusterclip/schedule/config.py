@@ -35,10 +35,12 @@ __all__ = [
 #: a given (labels, config, seed) must bump it: saved schedules and sampler
 #: checkpoints record it and refuse to mix versions. Version 2 changed only the
 #: streams of seeds >= 2**32 (which aliased smaller seeds' streams in version 1).
-#: Version 3 (the default) draws clusters by rejection windows and pass
-#: permutations by a keyed bijection (docs/sampler.md); versions 1 and 2 are
-#: still produced, byte for byte, when asked for (``schedule_version=1`` or ``2``).
-SCHEDULE_VERSION = 3
+#: The default rule records 1 for seeds below 2**32 and 2 above
+#: (:func:`schedule_version_for`); this is the newest version it records.
+#: Version 3 (opt-in, ``schedule_version=3``) draws clusters by rejection
+#: windows and pass permutations per draw (docs/sampler.md): the rule for very
+#: many small clusters, slower than the default on the common case.
+SCHEDULE_VERSION = 2
 
 #: Every draw-rule version this release produces.
 SUPPORTED_VERSIONS = (1, 2, 3)
@@ -57,21 +59,25 @@ def schedule_version_for(seed: int) -> int:
 
 
 def check_schedule_version(version: object, seed: int) -> int:
-    """``version`` as an int, or the standard error naming the supported versions.
+    """``version`` as an int (None: the default rule's, by seed), or the standard error.
 
     Version 1 and 2 are one rule (the one before version 3), recorded as 1 for
     seeds below 2**32 and as 2 above: only that pair is accepted, so that a
     schedule asked for with an old version records exactly what earlier
     releases recorded.
 
+    >>> check_schedule_version(None, seed=0), check_schedule_version(None, seed=2**32)
+    (1, 2)
     >>> check_schedule_version(1, seed=0)
     1
     >>> check_schedule_version(2, seed=0)
     Traceback (most recent call last):
     ...
-    clusterclip.errors.ClusterClipError: `schedule_version` must be one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (the default); got 2. Seed 0 was drawn by the old rule as version 1: pass schedule_version=1.
+    clusterclip.errors.ClusterClipError: `schedule_version` must be one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (opt-in: very many small clusters); got 2. Seed 0 was drawn by the old rule as version 1: pass schedule_version=1.
     """
-    rule = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (the default)"
+    rule = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (opt-in: very many small clusters)"
+    if version is None:  # the default rule
+        return schedule_version_for(seed)
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
         raise invalid("schedule_version", rule, version)
     version = int(version)

@@ -11,7 +11,7 @@ from typing import Any
 
 from clusterclip.errors import invalid, spell
 from clusterclip.options import check_fields, option
-from clusterclip.schedule.config import SCHEDULE_VERSION, SUPPORTED_VERSIONS
+from clusterclip.schedule.config import SUPPORTED_VERSIONS
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
     DEFAULT_ON_EXHAUSTED,
@@ -85,10 +85,10 @@ class ScheduleOptions:
         None, "Custom weight per cluster id (TOML list only).", kind="list_float", cli=False
     )
     seed: int = option(0, "Seed of the schedule.", kind="seed")
-    schedule_version: int = option(
-        SCHEDULE_VERSION,
-        "Draw rule: 3, or 1 / 2 to reproduce the schedules of earlier releases "
-        "(1 for seeds < 2**32, 2 above).",
+    schedule_version: int | None = option(
+        None,
+        "Draw rule: the default (recorded as 1 for seeds < 2**32, 2 above), or 3 "
+        "for very many small clusters.",
         kind="int",
         choices=SUPPORTED_VERSIONS,
     )

@@ -35,7 +35,6 @@ from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
 from clusterclip.options import check_seed
 from clusterclip.schedule.config import (
-    SCHEDULE_VERSION,
     SUPPORTED_VERSIONS,
     ScheduleConfig,
     check_schedule_version,
@@ -261,10 +260,10 @@ class SchedulePolicy:
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
-    schedule_version : {1, 2, 3}
-        The draw rule (:data:`~clusterclip.schedule.config.SCHEDULE_VERSION`, 3, by
-        default). 1 or 2 reproduce the schedules of earlier releases (1 for
-        seeds below 2**32, 2 above), e.g. to resume their checkpoints.
+    schedule_version : {None, 1, 2, 3}
+        The draw rule. None (default): the default rule, recorded as 1 for
+        seeds below 2**32 and 2 above. 3: rejection windows and per-draw pass
+        permutations, faster for very many small clusters (docs/sampler.md).
 
     Notes
     -----
@@ -335,11 +334,11 @@ class SchedulePolicy:
     seed: int = field(
         metadata={"help": "Seed of every random choice (an int in [0, 2**63-1]; required)."}
     )
-    schedule_version: int = field(
-        default=SCHEDULE_VERSION,
+    schedule_version: int | None = field(
+        default=None,
         metadata={
-            "help": "Draw rule: 3 (default) or the rule of earlier releases, to reproduce "
-            "their schedules and resume their checkpoints (1 for seeds < 2**32, 2 above).",
+            "help": "Draw rule: the default rule (None; recorded as 1 for seeds < 2**32, "
+            "2 above) or 3, for very many small clusters.",
             "choices": SUPPORTED_VERSIONS,
         },
     )
