@@ -22,6 +22,7 @@ Run::
     PYTHONPATH=src python benchmarks/bench_schedule.py            # N=10M, K=2000, T=50M
     PYTHONPATH=src python benchmarks/bench_schedule.py --quick    # N=1M, K=500, T=5M
     PYTHONPATH=src python benchmarks/bench_schedule.py --many-clusters   # K=10^6 tiny, T=10^7
+    ... --schedule-version 3   # the opt-in rule for very many small clusters
 """
 
 from __future__ import annotations
@@ -71,11 +72,20 @@ def traced_peak(func) -> int:
     return peak
 
 
+VERSION: int | None = None  # --schedule-version (None: the default rule)
+
+
 def consume(labels: np.ndarray, total: int, order: str) -> int:
     checksum = 0
     count = 0
     for block in iter_schedule(
-        labels, policy="clusterclip", max_repeats=8, num_samples=total, order=order, seed=0
+        labels,
+        policy="clusterclip",
+        max_repeats=8,
+        num_samples=total,
+        order=order,
+        seed=0,
+        schedule_version=VERSION,
     ):
         checksum ^= int(block[-1])
         count += block.size
@@ -110,7 +120,13 @@ def child(case: str, n_clusters: int, draws: int, max_repeats: int | None) -> No
     if labels is None:
         np.random.default_rng(0).permutation(draws)
     else:
-        schedule = build_schedule(labels, max_repeats=max_repeats, num_samples=draws, seed=0)
+        schedule = build_schedule(
+            labels,
+            max_repeats=max_repeats,
+            num_samples=draws,
+            seed=0,
+            schedule_version=VERSION,
+        )
         assert len(schedule) == draws
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
@@ -129,6 +145,8 @@ def many_clusters(args: argparse.Namespace) -> None:
         for case in runs:
             command = [sys.executable, __file__, "--child", case, "--clusters", str(k)]
             command += ["--draws", str(t), "--max-repeats", str(args.max_repeats)]
+            if VERSION is not None:
+                command += ["--schedule-version", str(VERSION)]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             runs[case].append(json.loads(done.stdout.strip().splitlines()[-1]))
     best = {case: min(r["wall"] for r in values) for case, values in runs.items()}
@@ -170,8 +188,13 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=None)
     parser.add_argument("--draws", type=int, default=None)
     parser.add_argument("--skip-planned", action="store_true")
+    parser.add_argument(
+        "--schedule-version", type=int, default=None, help="draw rule (default: the default rule)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (best kept)")
     args = parser.parse_args()
+    global VERSION
+    VERSION = args.schedule_version
     if args.child:
         repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
         child(args.child, args.clusters, args.draws, repeats)

@@ -3,7 +3,10 @@
 Plain Python loops over plain lists. It shares with the fast engine only the
 *sources* of randomness, which are part of the contract: the uniforms of a
 position block (``block_uniforms``), the pass permutations of a group
-(``chunk_permutations``) and the planned phases (``planned_phases``).
+(``chunk_permutations``) and the planned phases (``planned_phases``) for
+versions 1 and 2; for version 3 the candidates of a window (the generator of
+``seed_sequence(seed, PURPOSE_CHOICE_V3, w)``) and the pass permutation of a
+group (``FeistelGroups`` of that one group, keyed by its cluster id).
 Everything else -- clusters, weights, the active set, the clip, the draw
 counts, passes and cursors, the plan, the interleaving, the token budget and
 the fallback -- is recomputed here step by step.
@@ -13,28 +16,45 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from clusterclip.schedule.engine import block_uniforms
+from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import (
     CHOICE_BLOCK,
+    PURPOSE_CHOICE_V3,
     PURPOSE_CLUSTER_PASS,
     PURPOSE_FALLBACK_PASS,
     PURPOSE_RANDOM_PASS,
     chunk_permutations,
     passes_per_chunk,
+    seed_sequence,
 )
 from clusterclip.schedule.planned import planned_phases
+from clusterclip.schedule.windows import WINDOW
 
 
 class _Group:
     """Members of one group, drawn pass after pass, cursor by cursor."""
 
-    def __init__(self, members, seed, purpose, key):
+    def __init__(self, members, seed, purpose, key, version):
         self.members = list(members)
         self.seed, self.purpose, self.key = seed, purpose, key
         self.drawn = 0
         self._chunk, self._rows = -1, None
+        self.feistel = None
+        if version == 3:
+            self.feistel = FeistelGroups(
+                np.array(self.members, dtype=np.int64),
+                np.array([len(self.members)]),
+                np.array([key]),
+                seed=seed,
+                purpose=purpose,
+            )
 
     def document(self, draw):
+        if self.feistel is not None:  # version 3: one bijection per pass
+            return self.members[int(self.feistel.positions(np.array([0]), np.array([draw]))[0])]
         size = len(self.members)
         pass_number, cursor = divmod(draw, size)
         per_chunk = passes_per_chunk(size)
@@ -59,6 +79,55 @@ class _Uniforms:
         if block != self.block:
             self.block, self.values = block, block_uniforms(self.seed, block).tolist()
         return self.values[offset]
+
+
+class _Windows:
+    """Version 3: candidates window by window, from the groups listed at the window's start."""
+
+    def __init__(self, seed, groups, weights):
+        self.seed = seed
+        self.weights = weights
+        self.equal = min(weights.values()) == max(weights.values())
+        self.listed = sorted(groups)
+        self.window = 0
+        self.queue = []
+        self.at = 0
+
+    def next(self, is_clipped):
+        """The next candidate whose group is not clipped (None: every group is)."""
+        while True:
+            if all(is_clipped(k) for k in self.listed):
+                return None
+            while self.at >= len(self.queue):
+                self._refill(is_clipped)
+            k = self.queue[self.at]
+            self.at += 1
+            if not is_clipped(k):
+                return k
+
+    def _refill(self, is_clipped):
+        clipped = sum(1 for k in self.listed if is_clipped(k))
+        if 4 * clipped > len(self.listed):
+            self.listed = [k for k in self.listed if not is_clipped(k)]
+        rng = np.random.Generator(
+            np.random.PCG64(seed_sequence(self.seed, PURPOSE_CHOICE_V3, self.window))
+        )
+        self.window += 1
+        self.at = 0
+        m = len(self.listed)
+        if self.equal:
+            self.queue = [self.listed[i] for i in rng.integers(m, size=WINDOW).tolist()]
+            return
+        cumulative, acc = [], 0.0
+        for k in self.listed:
+            acc += self.weights[k]
+            cumulative.append(acc)
+        self.queue = []
+        for u in rng.random(WINDOW).tolist():
+            i = 0
+            while i < m and not u < cumulative[i] / acc:
+                i += 1
+            self.queue.append(self.listed[min(i, m - 1)])
 
 
 def _weights(labels, policy, alpha, cluster_weights):
@@ -125,6 +194,7 @@ def oracle_schedule(
     order="online",
     on_exhausted="stop",
     seed,
+    schedule_version=3,
     planned_total=None,
 ):
     """Return (indices list, clip_step dict {cluster: position}, exhausted_at or None).
@@ -137,19 +207,31 @@ def oracle_schedule(
     sizes, weights = _weights(labels, policy, alpha, cluster_weights)
     if policy == "random":
         groups = {
-            -1: _Group([i for i, x in enumerate(labels) if x >= 0], seed, PURPOSE_RANDOM_PASS, 0)
+            -1: _Group(
+                [i for i, x in enumerate(labels) if x >= 0],
+                seed,
+                PURPOSE_RANDOM_PASS,
+                0,
+                schedule_version,
+            )
         }
         weights = {-1: 1.0}
     else:
         groups = {
-            k: _Group([i for i, x in enumerate(labels) if x == k], seed, PURPOSE_CLUSTER_PASS, k)
+            k: _Group(
+                [i for i, x in enumerate(labels) if x == k],
+                seed,
+                PURPOSE_CLUSTER_PASS,
+                k,
+                schedule_version,
+            )
             for k in weights
         }
     caps = None
     if max_repeats is not None:
         caps = {k: max_repeats * len(g.members) for k, g in groups.items()}
     fallback_members = sorted(i for g in groups.values() for i in g.members)
-    fallback = _Group(fallback_members, seed, PURPOSE_FALLBACK_PASS, 0)
+    fallback = _Group(fallback_members, seed, PURPOSE_FALLBACK_PASS, 0, schedule_version)
 
     planned_sequence = None
     if order == "planned":
@@ -164,6 +246,11 @@ def oracle_schedule(
         planned_sequence = [k for _, _, k in draws]
 
     uniforms = _Uniforms(seed)
+    windows = _Windows(seed, groups, weights) if schedule_version == 3 else None
+
+    def is_clipped(k):
+        return caps is not None and groups[k].drawn >= caps[k]
+
     active = sorted(groups)  # clusters not yet clipped, by id; shrinks at each clip
     active_weights = [weights[k] for k in active]
     out, clip_step = [], {}
@@ -178,6 +265,8 @@ def oracle_schedule(
         if exhausted_at is None:
             if planned_sequence is not None:
                 chosen = planned_sequence[position] if position < len(planned_sequence) else None
+            elif windows is not None:
+                chosen = windows.next(is_clipped)
             else:
                 chosen = None
                 if active:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterclip.errors import ClusterClipError, spelled_as_flags
-from clusterclip.schedule import build_schedule, iter_schedule
+from clusterclip.schedule import SCHEDULE_VERSION, build_schedule, iter_schedule
 from clusterclip.schedule.config import schedule_version_for
 from clusterclip.schedule.engine import NO_CAP, _caps, block_uniforms
 from clusterclip.schedule.groups import (
@@ -210,14 +210,21 @@ def test_seeds_below_2_32_keep_their_streams():
     expected = np.random.default_rng(np.random.SeedSequence([12345, PURPOSE_CHOICE, 2]))
     assert np.array_equal(block_uniforms(12345, 2), expected.random(65536))
     assert schedule_version_for(2**32 - 1) == 1 and schedule_version_for(2**32) == 2
+    old = SchedulePolicy(num_samples=3, seed=2**40, schedule_version=2).config_for(LABELS)
+    assert old.schedule_version == 2  # a checkpoint of the version-1 stream is refused
     config = SchedulePolicy(num_samples=3, seed=2**40).config_for(LABELS)
-    assert config.schedule_version == 2  # a checkpoint of the old stream is refused
+    assert config.schedule_version == SCHEDULE_VERSION == 2  # the default rule, by seed
+    assert SchedulePolicy(num_samples=3, seed=5).config_for(LABELS).schedule_version == 1
+    opt_in = SchedulePolicy(num_samples=3, seed=2**40, schedule_version=3).config_for(LABELS)
+    assert opt_in.schedule_version == 3
 
 
 def test_pinned_stream_of_a_seed_past_32_bits():
     """The wide layout is part of the draw rule: a change here must bump SCHEDULE_VERSION."""
     assert entropy_words(2**40 + 3, PURPOSE_CHOICE, 1) == [3, 2**32 - 1, 256, 1, 1, 0]
-    schedule = build_schedule(LABELS, max_repeats=2, num_samples=12, seed=2**40 + 3)
+    schedule = build_schedule(
+        LABELS, max_repeats=2, num_samples=12, seed=2**40 + 3, schedule_version=2
+    )
     assert schedule.indices.tolist() == PINNED_WIDE
 
 

@@ -10,10 +10,17 @@ still active in the last), has clusters whose ids leave gaps (pass
 permutations are keyed by cluster id, not by rank among the clusters), and
 clusters smaller than ``PERMUTATION_CHUNK`` drawn for many passes.
 
+Every supported version is pinned: version 1 (the rule of releases before
+version 3, asked for with ``schedule_version=1``; every seed here is below
+2**32) must stay byte-identical for the schedules and checkpoints made with
+it, and version 3 (the default), whose windows (``WINDOW``), purpose codes
+and permutation constants (``FEISTEL_ROUNDS``, ``SMALL_GROUP``, ``TABLE_ROWS``, ``LARGE_GROUP``)
+the pins cover: every version-3 case spans several windows.
+
 Each pin is the sha256 of the schedule as little-endian int64 bytes, plus its
 first values (readable when a pin breaks). If a deliberate change alters the
-draw rule, bump ``SCHEDULE_VERSION`` (schedule/config.py) and re-pin: set
-``PINNED_VERSION`` to it and paste the values the failures print.
+draw rule, bump ``SCHEDULE_VERSION`` (schedule/config.py), keep the old rule
+reachable, and pin the new version next to the others.
 """
 
 from __future__ import annotations
@@ -26,9 +33,13 @@ import pytest
 
 from clusterclip.adapters.torch import ClusterClipSampler
 from clusterclip.schedule import SCHEDULE_VERSION, build_schedule
+from clusterclip.schedule.config import SUPPORTED_VERSIONS
+from clusterclip.schedule.feistel import HUGE_GROUP, LARGE_GROUP, SMALL_GROUP
 from clusterclip.schedule.groups import CHOICE_BLOCK, PERMUTATION_CHUNK
+from clusterclip.schedule.windows import WINDOW
 
-#: The SCHEDULE_VERSION the pins below were computed with.
+#: The newest version the default rule records (seeds >= 2**32), pinned through version 1's
+#: rule (test_arithmetic pins a version-2 stream); version 3 is opt-in.
 PINNED_VERSION = 2
 
 #: Cluster id -> size: ids with gaps, sizes from 1 to above PERMUTATION_CHUNK.
@@ -62,8 +73,8 @@ CASES = {
     "random": dict(policy="random", max_repeats=30, num_samples=140_000, seed=11),
 }
 
-#: case -> (sha256 of the int64 little-endian bytes, length, first values)
-PINS = {
+#: version -> case -> (sha256 of the int64 little-endian bytes, length, first values)
+PINS_V1 = {
     "online": (
         "20ea536a9c51991ccc80d8e194c795992cd0ca4d715195b695863daf133c5ec2",
         150_000,
@@ -92,65 +103,101 @@ PINS = {
 }
 
 #: The "online" case read through ClusterClipSampler on several ranks (both world sizes
-#: leave leftovers at every 65,536-position block boundary and at the end):
+#: leave leftovers at every block or window boundary and at the end):
 #: (world_size, drop_last) -> sha256 of what the ranks read, in global order
 #: (rank r's j-th index at r + j * world_size).
-RANK_PINS = {
+RANK_PINS_V1 = {
     (7, False): "192c54037eb6f5f5bf7e878a93ba1daf1aada9d52e30e15faace18d4f989d96a",
     (11, True): "cca51ecbf86db046e14386deea8b28a22b5cbe7f70de80d1a2ea72c433390208",
 }
+
+PINS_V3 = {
+    "online": (
+        "95674a9196d1ab13458af9fcd0f4186237bacaa5ecb91dc896af50c1fb2df53d",
+        150_000,
+        [6740, 2541, 4377, 4578, 211, 5174],
+    ),
+    "planned-fallback": (
+        "4e0e5adb7ce0c04162d7bab0d65ae1234bc582c788e63b05f57b45a730f739f5",
+        150_000,
+        [4377, 6740, 5174, 6438, 5601, 955],
+    ),
+    "random": (
+        "46e78239e20802bf1c11d76972fd2cea5e18ba099b954f9200c4599881c9ebb1",
+        140_000,
+        [1422, 2987, 6643, 2880, 858, 4580],
+    ),
+    "temperature": (
+        "309660ffad216de12897d7f57338fffdbc36345842d93fdeae2866943cdf0b3d",
+        140_000,
+        [592, 2533, 1428, 5798, 6193, 107],
+    ),
+    "tokens-fallback": (
+        "ef8c5217378aea5541cb3d21c46c71ac0a336ac51b8ef5d42e3ad44c8c087361",
+        133_045,
+        [5138, 5152, 1394, 6079, 3, 4779],
+    ),
+}
+RANK_PINS_V3 = {
+    (7, False): "153ef0d8ee676c21ca62fcfa031f14ec9561f6309db07eb323aadac307de0672",
+    (11, True): "843ac4a02e113571838eda39f0ae23209a7fbbbc4df63724d3310a52007cc6c1",
+}
+
+PINS = {1: PINS_V1, 3: PINS_V3}
+RANK_PINS = {1: RANK_PINS_V1, 3: RANK_PINS_V3}
 
 
 def digest(indices) -> str:
     return hashlib.sha256(np.asarray(indices, dtype="<i8").tobytes()).hexdigest()
 
 
-def kwargs_of(case: str) -> dict:
-    kwargs = dict(CASES[case])
+def kwargs_of(case: str, version: int) -> dict:
+    kwargs = dict(CASES[case], schedule_version=version)
     if "num_tokens" in kwargs:
         kwargs["lengths"] = golden_lengths()
     return kwargs
 
 
-def require_pinned_version() -> None:
-    if SCHEDULE_VERSION != PINNED_VERSION:
-        pytest.fail(
-            f"SCHEDULE_VERSION is {SCHEDULE_VERSION} but the golden schedules were pinned for "
-            f"{PINNED_VERSION}: re-pin them (set PINNED_VERSION = {SCHEDULE_VERSION} and paste "
-            "the values these tests print)."
-        )
+def test_pins_cover_every_supported_version():
+    assert PINNED_VERSION == SCHEDULE_VERSION
+    # 2 is version 1's rule for seeds >= 2**32 (test_arithmetic pins one such stream)
+    assert set(PINS) | {2} == set(SUPPORTED_VERSIONS)
 
 
-def test_pins_belong_to_the_current_schedule_version():
-    require_pinned_version()
-
-
-def test_cases_span_several_choice_blocks():
-    # Guards the premise of the pins: long enough to cross blocks, small clusters with
-    # many passes per permutation chunk, cluster ids with gaps.
-    assert min(PINS[case][1] for case in PINS) > 2 * CHOICE_BLOCK
+def test_cases_span_several_choice_blocks_and_windows():
+    # Guards the premise of the pins: long enough to cross blocks (version 1) and
+    # windows (version 3), small clusters with many passes per permutation chunk,
+    # clusters on both sides of the small-group table, cluster ids with gaps.
+    assert min(PINS_V1[case][1] for case in PINS_V1) > 2 * CHOICE_BLOCK
+    assert min(PINS_V3[case][1] for case in PINS_V3) > 2 * WINDOW
     assert min(SIZES.values()) < PERMUTATION_CHUNK < max(SIZES.values())
+    assert min(SIZES.values()) <= SMALL_GROUP < max(SIZES.values())
+    # version 3's three pass sources: the table, the bijection, a generator per pass
+    assert any(SMALL_GROUP < size < LARGE_GROUP for size in SIZES.values())
+    assert LARGE_GROUP <= max(SIZES.values()) <= HUGE_GROUP
     assert sorted(SIZES) != list(range(len(SIZES)))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_golden_schedule(case):
-    require_pinned_version()
+CASE_VERSIONS = [(version, case) for version in sorted(PINS) for case in sorted(CASES)]
+
+
+@pytest.mark.parametrize(("version", "case"), CASE_VERSIONS)
+def test_golden_schedule(version, case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        indices = build_schedule(golden_labels(), **kwargs_of(case)).indices
-    sha, length, first = PINS[case]
-    got = (digest(indices), int(indices.size), indices[: len(first)].tolist())
-    assert got == (sha, length, first), (
-        f"the {case!r} schedule changed without a SCHEDULE_VERSION bump (still "
-        f"{SCHEDULE_VERSION}). If the change is deliberate, bump SCHEDULE_VERSION in "
-        f"schedule/config.py and re-pin: {case!r}: {got!r}"
+        indices = build_schedule(golden_labels(), **kwargs_of(case, version)).indices
+    got = (digest(indices), int(indices.size), indices[:6].tolist())
+    assert got == PINS[version].get(case), (
+        f"the version {version} {case!r} schedule changed. If the change is deliberate, "
+        f"bump SCHEDULE_VERSION in schedule/config.py and pin the new version: {case!r}: {got!r}"
     )
 
 
-@pytest.mark.parametrize(("world_size", "drop_last"), sorted(RANK_PINS))
-def test_golden_rank_slices(world_size, drop_last):
-    require_pinned_version()
+RANK_CASES = [(v, w, d) for v in sorted(RANK_PINS) for (w, d) in [(7, False), (11, True)]]
+
+
+@pytest.mark.parametrize(("version", "world_size", "drop_last"), RANK_CASES)
+def test_golden_rank_slices(version, world_size, drop_last):
     per_rank = [
         list(
             ClusterClipSampler(
@@ -158,12 +205,12 @@ def test_golden_rank_slices(world_size, drop_last):
                 rank=rank,
                 world_size=world_size,
                 drop_last=drop_last,
-                **kwargs_of("online"),
+                **kwargs_of("online", version),
             )
         )
         for rank in range(world_size)
     ]
     got = digest(np.array(per_rank).T.ravel())
-    assert got == RANK_PINS[(world_size, drop_last)], (
+    assert got == RANK_PINS[version].get((world_size, drop_last)), (
         f"what the ranks read changed; re-pin if deliberate: {(world_size, drop_last)}: {got!r}"
     )

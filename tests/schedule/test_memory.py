@@ -123,7 +123,11 @@ def test_custom_weights_follow_the_original_ids():
 
 
 def test_ids_up_to_2_31_prepare_in_little_memory():
-    """Three clusters with ids up to 2**31 - 1: no table indexed by id (it was 16 GiB)."""
+    """Three clusters with ids up to 2**31 - 1: no table indexed by id (it was 16 GiB).
+
+    The few MiB allowed are version 3's window buffers (a handful of int64 arrays
+    of ``WINDOW`` entries), whatever the ids.
+    """
     labels = np.array([0, 2**31 - 1, 30_000_000, 2**31 - 1, 30_000_000, 30_000_000])
 
     def build() -> None:
@@ -131,7 +135,7 @@ def test_ids_up_to_2_31_prepare_in_little_memory():
         assert schedule.stats.cluster_ids.tolist() == [0, 30_000_000, 2**31 - 1]
         assert schedule.stats.draws_per_cluster.tolist() == [4, 12, 8]
 
-    assert _traced_peak(build) < 1 * MIB
+    assert _traced_peak(build) < 8 * MIB
 
 
 def test_sparse_ids_cost_what_dense_ids_cost():
@@ -147,13 +151,13 @@ def test_sparse_ids_cost_what_dense_ids_cost():
 
 
 def test_cache_holds_no_more_passes_than_the_cap():
-    """Each cluster's cache window: at most max_repeats passes (it never uses more)."""
+    """Version 1's cache window: at most max_repeats passes (it never uses more)."""
     rng = np.random.default_rng(2)
     labels = np.repeat(np.arange(20_000), rng.integers(1, 4, 20_000))
-    groups = _prepared(labels, max_repeats=2, num_samples=10, seed=0).groups
+    groups = _prepared(labels, max_repeats=2, num_samples=10, seed=0, schedule_version=1).groups
     assert groups.cache.size <= 2 * labels.size
     # Uncapped: the windows share CACHE_SLOTS (plus one pass each), not 2,048 per cluster.
-    groups = _prepared(labels, max_repeats=None, num_samples=10, seed=0).groups
+    groups = _prepared(labels, max_repeats=None, num_samples=10, seed=0, schedule_version=1).groups
     assert groups.cache.size <= CACHE_SLOTS + labels.size
     assert groups.cache.size < 20_000 * 2048 / 2
 

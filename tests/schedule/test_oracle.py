@@ -13,6 +13,9 @@ from clusterclip.schedule import build_schedule
 
 from .oracle import oracle_schedule
 
+#: The draw rules compared: version 1 (2 is the same rule for seeds >= 2**32) and 3.
+VERSIONS = [1, 3]
+
 
 def _compare(labels, **kwargs):
     with warnings.catch_warnings():
@@ -37,6 +40,7 @@ def cases(draw):
     labels = labels[np.random.default_rng(draw(st.integers(0, 99))).permutation(labels.size)]
     policy = draw(st.sampled_from(["clusterclip", "uniform", "temperature", "random"]))
     kwargs = {
+        "schedule_version": draw(st.sampled_from(VERSIONS)),
         "policy": policy,
         "max_repeats": draw(st.sampled_from([1, 2, 3, None])),
         "num_samples": draw(st.integers(1, 120)),
@@ -54,6 +58,8 @@ def cases(draw):
         )
         if not any(kwargs["cluster_weights"][k] > 0 for k in range(n_clusters)):
             kwargs["cluster_weights"][0] = 1.0
+    if kwargs["schedule_version"] == 1 and kwargs["seed"] >= 2**32:
+        kwargs["schedule_version"] = 2  # the same rule, as recorded for such seeds
     return labels, kwargs
 
 
@@ -64,33 +70,51 @@ def test_engine_equals_oracle(case):
     _compare(labels, **kwargs)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("order", ["online", "planned"])
-def test_engine_equals_oracle_across_choice_blocks(order):
+def test_engine_equals_oracle_across_choice_blocks(order, version):
     # 3 choice blocks of 65536 positions, with clusters clipped inside blocks,
     # tiny clusters with many passes per permutation chunk, and the fallback.
     sizes = [1, 2, 3, 40, 700, 5000, 20000]
     labels = np.repeat(np.arange(len(sizes)), sizes)
     labels = labels[np.random.default_rng(5).permutation(labels.size)]
     schedule = _compare(
-        labels, max_repeats=4, num_samples=150_000, order=order, on_exhausted="random", seed=11
+        labels,
+        max_repeats=4,
+        num_samples=150_000,
+        order=order,
+        on_exhausted="random",
+        seed=11,
+        schedule_version=version,
     )
     assert schedule.stats.exhausted_at == 4 * labels.size
     assert schedule.stats.clip_step[0] >= 0
 
 
-def test_engine_equals_oracle_with_weights_across_blocks():
+@pytest.mark.parametrize("version", VERSIONS)
+def test_engine_equals_oracle_with_weights_across_blocks(version):
     sizes = [3, 50, 400, 3000, 9000]
     labels = np.repeat(np.arange(len(sizes)), sizes)
-    _compare(labels, policy="temperature", alpha=0.5, max_repeats=3, num_samples=80_000, seed=3)
+    _compare(
+        labels,
+        policy="temperature",
+        alpha=0.5,
+        max_repeats=3,
+        num_samples=80_000,
+        seed=3,
+        schedule_version=version,
+    )
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("order", ["online", "planned"])
 @pytest.mark.parametrize("policy", ["clusterclip", "random", "uniform"])
-def test_engine_equals_oracle_token_budget(order, policy):
+def test_engine_equals_oracle_token_budget(order, policy, version):
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 5, size=60)
     lengths = rng.integers(0, 50, size=60)
     kwargs = dict(policy=policy, max_repeats=3, num_tokens=3000, lengths=lengths, seed=2)
+    kwargs["schedule_version"] = version
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         fast = build_schedule(labels, order=order, **kwargs)
@@ -108,7 +132,8 @@ def test_engine_equals_oracle_token_budget(order, policy):
         dict(policy="temperature", alpha=0.7, max_repeats=3),
     ],
 )
-def test_engine_equals_oracle_with_many_tiny_clusters(kwargs):
+@pytest.mark.parametrize("version", VERSIONS)
+def test_engine_equals_oracle_with_many_tiny_clusters(kwargs, version):
     # 1,500 clusters of 1-3 documents: clips every few draws, so the engine's
     # sparse path (sort-based clip search, short adaptive segments) does the work.
     rng = np.random.default_rng(17)
@@ -116,5 +141,12 @@ def test_engine_equals_oracle_with_many_tiny_clusters(kwargs):
     labels = np.repeat(np.arange(sizes.size), sizes)
     labels = labels[rng.permutation(labels.size)]
     capped = kwargs["max_repeats"] * labels.size
-    schedule = _compare(labels, num_samples=capped + 50, on_exhausted="random", seed=6, **kwargs)
+    schedule = _compare(
+        labels,
+        num_samples=capped + 50,
+        on_exhausted="random",
+        seed=6,
+        schedule_version=version,
+        **kwargs,
+    )
     assert schedule.stats.n_clipped == 1500

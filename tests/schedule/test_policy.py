@@ -52,6 +52,7 @@ def test_fields_declare_default_help_and_choices():
         "order",
         "on_exhausted",
         "seed",
+        "schedule_version",
     ]
     assert all(f.metadata["help"] for f in by_name.values())
     assert by_name["policy"].metadata["choices"] == tuple(POLICIES)

@@ -44,8 +44,14 @@ def test_each_position_block_draws_its_own_uniforms(seed, n_clusters):
     # Equal weights and no clip: position t goes to cluster floor(u_t * K) (clusters by id).
     labels = np.repeat(np.arange(n_clusters), 50)
     total = 2 * B + 4321  # three blocks
+    version = 1 if seed < 2**32 else 2  # the block rule of versions 1 and 2
     indices = build_schedule(
-        labels, policy="uniform", num_samples=total, seed=seed, order="online"
+        labels,
+        policy="uniform",
+        num_samples=total,
+        seed=seed,
+        order="online",
+        schedule_version=version,
     ).indices
     uniforms = np.concatenate([documented_uniforms(seed, b) for b in range(3)])[:total]
     expected = np.minimum((uniforms * n_clusters).astype(np.int64), n_clusters - 1)
@@ -126,3 +132,46 @@ def test_removing_the_lowest_cluster_keeps_the_others_orders(order):
         a, b = cluster_order(labels, full, k), cluster_order(labels, fewer, k)
         assert min(a.size, b.size) >= sizes[k]  # at least one whole pass to compare
         assert_prefix_related(a, b)
+
+
+# -- version 3: windows and pass bijections --------------------------------------------
+
+
+def test_v3_windows_draw_from_their_own_generator():
+    """Equal weights, no clip: window w's positions are cluster ``integers(K)`` of
+    ``Generator(PCG64(SeedSequence([seed, PURPOSE_CHOICE_V3, w])))``, nothing dropped."""
+    from clusterclip.schedule.groups import PURPOSE_CHOICE_V3
+    from clusterclip.schedule.windows import WINDOW
+
+    labels = np.repeat(np.arange(5), 30)
+    total = 2 * WINDOW + 777  # three windows
+    indices = build_schedule(
+        labels, policy="uniform", num_samples=total, seed=9, schedule_version=3
+    ).indices
+    expected = np.concatenate(
+        [
+            np.random.Generator(
+                np.random.PCG64(np.random.SeedSequence([9, PURPOSE_CHOICE_V3, w]))
+            ).integers(5, size=WINDOW)
+            for w in range(3)
+        ]
+    )[:total]
+    np.testing.assert_array_equal(labels[indices], expected)
+
+
+def test_v3_passes_are_keyed_by_cluster_id_and_pass():
+    """The same cluster under another group index draws the same passes; passes differ."""
+    from clusterclip.schedule.feistel import FeistelGroups
+
+    members = np.arange(40)
+    one = FeistelGroups(members, np.array([40]), np.array([17]), seed=3, purpose=2)
+    two = FeistelGroups(np.arange(45), np.array([5, 40]), np.array([2, 17]), seed=3, purpose=2)
+    draws = np.arange(160)
+    first = one.lookup(np.zeros(160, np.int64), draws)
+    second = two.lookup(np.ones(160, np.int64), draws) - 5
+    np.testing.assert_array_equal(first, second)
+    passes = first.reshape(4, 40)
+    assert all(sorted(p.tolist()) == list(range(40)) for p in passes)
+    assert len({tuple(p) for p in passes.tolist()}) == 4  # each pass its own order
+    other = FeistelGroups(members, np.array([40]), np.array([18]), seed=3, purpose=2)
+    assert not np.array_equal(other.lookup(np.zeros(40, np.int64), draws[:40]), first[:40])

@@ -240,3 +240,25 @@ def test_token_budget_resume_far_past_exhaustion(order):
         sampler.set_consumed_samples(start)
         assert sampler.total_samples == full.size
         assert list(sampler) == full[start:].tolist()
+
+
+def test_a_version_3_checkpoint_names_the_argument_that_resumes_it():
+    """Made with the opt-in rule (version 3): refused by a default sampler (version 1)
+    with the exact fix, and resumed exactly by one built with ``schedule_version=3``."""
+    import pytest as _pytest
+
+    from clusterclip.adapters.torch import ClusterClipSampler
+    from clusterclip.errors import ClusterClipError
+
+    labels = np.repeat(np.arange(6), [1, 2, 3, 5, 8, 13])
+    kwargs = dict(max_repeats=3, num_samples=80, seed=4)
+    old = ClusterClipSampler(labels, schedule_version=3, **kwargs)
+    whole = list(ClusterClipSampler(labels, schedule_version=3, **kwargs))
+    old.set_consumed_samples(30)
+    state = old.state_dict()
+    assert state["schedule_version"] == 3
+    with _pytest.raises(ClusterClipError, match=r"pass schedule_version=3 to resume it exactly"):
+        ClusterClipSampler(labels, **kwargs).load_state_dict(state)
+    again = ClusterClipSampler(labels, schedule_version=3, **kwargs)
+    again.load_state_dict(state)
+    assert list(again) == whole[30:]

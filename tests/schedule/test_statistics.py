@@ -123,19 +123,32 @@ def test_golden_small_case():
     assert stats.clip_step[0] == 13 and stats.clip_step[1] < 13 and stats.clip_step[2] < 13
 
 
+#: Version 3 (the default) of the case below.
+V3_ONLINE = [3, 4, 9, 8, 10, 9, 8, 10, 4, 1, 6, 5, 0, 5, 6, 2]
+V3_PLANNED = [3, 6, 9, 4, 1, 8, 5, 0, 10, 5, 4, 2, 9, 6, 2, 8]
+
+
 @pytest.mark.parametrize(
-    ("order", "expected"),
+    ("version", "order", "expected"),
     [
-        ("online", [3, 2, 9, 4, 8, 6, 1, 4, 5, 0, 10, 6, 5, 1, 2, 3]),
-        ("planned", [3, 6, 9, 4, 2, 8, 5, 1, 10, 6, 4, 0, 10, 5, 1, 8]),
+        (1, "online", [3, 2, 9, 4, 8, 6, 1, 4, 5, 0, 10, 6, 5, 1, 2, 3]),
+        (1, "planned", [3, 6, 9, 4, 2, 8, 5, 1, 10, 6, 4, 0, 10, 5, 1, 8]),
+        (3, "online", V3_ONLINE),
+        (3, "planned", V3_PLANNED),
     ],
 )
-def test_pinned_sequence_of_this_schedule_version(order, expected):
+def test_pinned_sequence_of_each_schedule_version(version, order, expected):
     """Same inputs + seed + SCHEDULE_VERSION = the same bytes, forever: a change
     here changes every user's schedule and must bump SCHEDULE_VERSION."""
     labels = np.array([0, 0, 0, 0, 1, 2, 2, -1, 3, 3, 3])
     schedule = build_schedule(
-        labels, max_repeats=2, num_samples=16, order=order, on_exhausted="random", seed=2024
+        labels,
+        max_repeats=2,
+        num_samples=16,
+        order=order,
+        on_exhausted="random",
+        seed=2024,
+        schedule_version=version,
     )
     assert schedule.indices.tolist() == expected
-    assert schedule.config.schedule_version == 1
+    assert schedule.config.schedule_version == version

@@ -189,16 +189,21 @@ def test_sampler_resumes_grouped_schedule_with_another_world_size(case):
 
 def test_grouping_off_is_byte_identical_to_before():
     labels = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 3])
-    schedule = build_schedule(labels, max_repeats=3, num_samples=25, seed=5, order="planned")
+    schedule = build_schedule(labels, max_repeats=3, num_samples=25, seed=5, order="planned",
+                              schedule_version=1)  # fmt: skip
     # Pinned from the commit before grouping existed (d3ef696): indices and config fingerprint.
     assert schedule.indices.tolist() == [5, 0, 3, 6, 1, 9, 4, 8, 2, 7, 0, 4, 7, 1, 9, 3, 5, 2,
                                          3, 6, 0, 9, 8, 1, 4]  # fmt: skip
     assert schedule.config.fingerprint() == "a8ac5b0cde4714904f499531e92b2b81"
     assert "duplicates" not in schedule.config.to_dict()
-    singletons = build_schedule(labels, max_repeats=3, num_samples=25, seed=5, order="planned",
-                                duplicate_of=np.arange(labels.size))  # fmt: skip
-    np.testing.assert_array_equal(singletons.indices, schedule.indices)
-    assert singletons.config.duplicates == "group"  # recorded: the groups are an input
+    for version in (1, 3):  # singleton groups change nothing under either rule
+        plain = build_schedule(labels, max_repeats=3, num_samples=25, seed=5, order="planned",
+                               schedule_version=version)  # fmt: skip
+        singletons = build_schedule(labels, max_repeats=3, num_samples=25, seed=5,
+                                    order="planned", schedule_version=version,
+                                    duplicate_of=np.arange(labels.size))  # fmt: skip
+        np.testing.assert_array_equal(singletons.indices, plain.indices)
+        assert singletons.config.duplicates == "group"  # recorded: the groups are an input
 
 
 def test_units_rotate_members_in_index_order():

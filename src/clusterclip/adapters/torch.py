@@ -86,7 +86,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     ----------
     labels : array_like of int, shape (N,)
         Cluster id of every dataset index (negative = never sampled).
-    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, duplicate_of
+    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, schedule_version, duplicate_of
         Exactly as :func:`clusterclip.build_schedule`; the sampler yields the
         same global sequence (``duplicate_of``: near-duplicate groups drawn as
         units, their members taking turns).
@@ -170,6 +170,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         order: str = DEFAULT_ORDER,
         on_exhausted: str = DEFAULT_ON_EXHAUSTED,
         seed: int,
+        schedule_version: int | None = None,
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = True,
@@ -186,6 +187,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
             order=order,
             on_exhausted=on_exhausted,
             seed=seed,
+            schedule_version=schedule_version,
         ).stream(labels, lengths, duplicate_of=duplicate_of)
         self.config: ScheduleConfig = self._stream.config
         self._total: int | None = None
@@ -358,9 +360,16 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         if state.get("config_fingerprint") != self.config.fingerprint():
             differences = self.config.differences(state.get("config") or {})
             detail = "; ".join(differences) if differences else "config fingerprint"
+            saved = (state.get("config") or {}).get("schedule_version", 1)
+            version = ""
+            if saved != self.config.schedule_version:
+                version = (
+                    f" The checkpoint was drawn by schedule version {saved}: pass "
+                    f"{hint('schedule_version', saved)} to resume it exactly."
+                )
             raise ClusterClipError(
                 f"sampler state belongs to a different schedule: {detail} differ. Build the "
                 "sampler with the labels and policy arguments of the checkpointed run, or start "
-                "a new run without load_state_dict()."
+                f"a new run without load_state_dict().{version}"
             )
         self.set_consumed_samples(state["consumed_samples"])

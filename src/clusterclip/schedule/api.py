@@ -46,6 +46,7 @@ def open_stream(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    schedule_version: int | None = None,
     duplicate_of: Any = None,
 ) -> ScheduleStream:
     """Validate every argument and return the engine (used by the adapters and the CLI).
@@ -69,6 +70,7 @@ def open_stream(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
+        schedule_version=schedule_version,
     ).stream(labels, lengths, duplicate_of=duplicate_of)
 
 
@@ -85,6 +87,7 @@ def build_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    schedule_version: int | None = None,
     duplicate_of: Any = None,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
@@ -120,6 +123,10 @@ def build_schedule(
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
+    schedule_version : {None, 1, 2, 3}
+        The draw rule: None (default) for the default rule, recorded as 1 for
+        seeds below 2**32 and 2 above; 3 for very many small clusters
+        (rejection windows, docs/sampler.md).
     duplicate_of : array_like of int, shape (N,), optional
         Near-duplicate groups: the representative (lowest index) of every
         document's group, its own index when it has no copy
@@ -157,6 +164,7 @@ def build_schedule(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
+        schedule_version=schedule_version,
     ).build(labels, lengths, duplicate_of=duplicate_of)
 
 
@@ -173,6 +181,7 @@ def iter_schedule(
     order: str = DEFAULT_ORDER,
     on_exhausted: str = DEFAULT_ON_EXHAUSTED,
     seed: int,
+    schedule_version: int | None = None,
     start: int = 0,
     block_size: int = 65536,
     duplicate_of: Any = None,
@@ -213,4 +222,5 @@ def iter_schedule(
         order=order,
         on_exhausted=on_exhausted,
         seed=seed,
+        schedule_version=schedule_version,
     ).iterate(labels, lengths, start=start, block_size=block_size, duplicate_of=duplicate_of)

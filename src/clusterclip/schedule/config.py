@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import invalid, spell
+from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
 
 __all__ = [
     "SCHEDULE_VERSION",
+    "SUPPORTED_VERSIONS",
     "ScheduleConfig",
+    "check_schedule_version",
     "labels_fingerprint",
     "schedule_version_for",
     "validate_labels",
@@ -32,23 +34,67 @@ __all__ = [
 #: Version of the draw rule. Any change that alters the sequence produced for
 #: a given (labels, config, seed) must bump it: saved schedules and sampler
 #: checkpoints record it and refuse to mix versions. Version 2 changed only the
-#: streams of seeds >= 2**32 (which aliased smaller seeds' streams in version 1);
-#: see :func:`schedule_version_for`.
+#: streams of seeds >= 2**32 (which aliased smaller seeds' streams in version 1).
+#: The default rule records 1 for seeds below 2**32 and 2 above
+#: (:func:`schedule_version_for`); this is the newest version it records.
+#: Version 3 (opt-in, ``schedule_version=3``) draws clusters by rejection
+#: windows and pass permutations per draw (docs/sampler.md): the rule for very
+#: many small clusters, slower than the default on the common case.
 SCHEDULE_VERSION = 2
+
+#: Every draw-rule version this release produces.
+SUPPORTED_VERSIONS = (1, 2, 3)
 
 
 def schedule_version_for(seed: int) -> int:
-    """The draw-rule version a schedule with ``seed`` records.
+    """The version the *previous* draw rule (versions 1 and 2) records for ``seed``.
 
-    A seed below 2**32 draws exactly what it drew under version 1, and records
-    1, so its saved schedules and checkpoints stay valid; a larger seed records
-    the current version, so that a checkpoint of its old (aliased) stream is
-    refused instead of resumed into a different one.
+    A seed below 2**32 drew exactly the same under versions 1 and 2 and records
+    1; a larger seed records 2 (its version-1 stream aliased a smaller seed's).
 
     >>> schedule_version_for(0), schedule_version_for(2**32)
     (1, 2)
     """
-    return 1 if seed < 2**32 else SCHEDULE_VERSION
+    return 1 if seed < 2**32 else 2
+
+
+def check_schedule_version(version: object, seed: int) -> int:
+    """``version`` as an int (None: the default rule's, by seed), or the standard error.
+
+    Version 1 and 2 are one rule (the one before version 3), recorded as 1 for
+    seeds below 2**32 and as 2 above: only that pair is accepted, so that a
+    schedule asked for with an old version records exactly what earlier
+    releases recorded.
+
+    >>> check_schedule_version(None, seed=0), check_schedule_version(None, seed=2**32)
+    (1, 2)
+    >>> check_schedule_version(1, seed=0)
+    1
+    >>> check_schedule_version(2, seed=0)
+    Traceback (most recent call last):
+    ...
+    clusterclip.errors.ClusterClipError: `schedule_version` must be one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (opt-in: very many small clusters); got 2. Seed 0 was drawn by the old rule as version 1: pass schedule_version=1.
+    """
+    rule = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (opt-in: very many small clusters)"
+    if version is None:  # the default rule
+        return schedule_version_for(seed)
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
+        raise invalid("schedule_version", rule, version)
+    version = int(version)
+    if version not in SUPPORTED_VERSIONS:
+        raise invalid(
+            "schedule_version", rule, version, f"Pass {hint('schedule_version', SCHEDULE_VERSION)}."
+        )
+    if version < 3 and version != schedule_version_for(seed):
+        old = schedule_version_for(seed)
+        raise invalid(
+            "schedule_version",
+            rule,
+            version,
+            f"Seed {seed} was drawn by the old rule as version {old}: pass "
+            f"{hint('schedule_version', old)}.",
+        )
+    return version
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,15 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, hint, invalid, spell
 from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import (
     CHOICE_BLOCK,
     PURPOSE_CHOICE,
@@ -50,11 +52,14 @@ from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
 from clusterclip.schedule.stats import compute_stats
 from clusterclip.schedule.units import RotatingGroups, Units
+from clusterclip.schedule.windows import WindowChooser
 
 if TYPE_CHECKING:  # the policy module builds on this one
     from clusterclip.schedule.policy import Policy
 
 __all__ = [
+    "DRAW_RULES",
+    "DrawRule",
     "OnlineChooser",
     "Prepared",
     "ScheduleStream",
@@ -256,9 +261,12 @@ class Prepared:
             purpose = PURPOSE_CLUSTER_PASS
         self.caps, self.capped_total = _caps(sizes, config.max_repeats)
         self.capped = bool((self.caps < NO_CAP).any())
+        self.rule = DRAW_RULES[config.schedule_version]
         scale = self.weights / self.weights.max()
-        window = window_passes(sizes, scale / scale.sum(), config.max_repeats)
-        self.groups = Groups(members, sizes, keys, seed=seed, purpose=purpose, window=window)
+        self.groups = self.rule.groups(
+            members, sizes, keys, seed=seed, purpose=purpose,
+            shares=scale / scale.sum(), max_repeats=config.max_repeats,
+        )  # fmt: skip
         if units is not None:
             self.groups = RotatingGroups(self.groups, units)
         self._fallback: Groups | None = None
@@ -279,13 +287,11 @@ class Prepared:
         """The corpus group of the ``on_exhausted="random"`` passes."""
         if self._fallback is None:
             members = np.sort(self.groups.members)
-            self._fallback = Groups(
-                members,
-                np.array([members.size], np.int64),
-                np.zeros(1, np.int64),
-                seed=self.config.seed,
+            sizes = np.array([members.size], np.int64)
+            self._fallback = self.rule.groups(
+                members, sizes, np.zeros(1, np.int64), seed=self.config.seed,
                 purpose=PURPOSE_FALLBACK_PASS,
-            )
+            )  # fmt: skip
             if self.units is not None:  # every unit had its R passes: the turns go on
                 first = self.config.max_repeats or 0
                 self._fallback = RotatingGroups(self._fallback, self.units, first_pass=first)
@@ -455,6 +461,157 @@ class OnlineChooser:
         return int(reached[order[starts + room - 1]].min())
 
 
+def _earliest(*bounds: int | None) -> int | None:
+    """The smallest bound that is not None (None when all are)."""
+    given = [b for b in bounds if b is not None]
+    return min(given) if given else None
+
+
+# --------------------------------------------------------------------------- sources
+# A source produces the cluster part of the schedule from a start position:
+# ``seek(start, end)`` replays what comes before the segment holding ``start``
+# (counts only) and returns that segment's first position; ``counts_before()``
+# the draws per group before it; ``segment(g0, limit)`` the documents, groups
+# and clip offsets of the next positions from ``g0`` (never past ``limit``).
+
+
+class _BlockOnline:
+    """Versions 1 and 2: ``CHOICE_BLOCK`` positions per block, mapped by :class:`OnlineChooser`."""
+
+    def __init__(self, prep: Prepared) -> None:
+        self.groups = prep.groups
+        self.chooser = OnlineChooser(prep)
+
+    def seek(self, start: int, end: int | None) -> int:
+        block = start // CHOICE_BLOCK
+        for b in range(block):  # replay choices only: counts at the block start
+            n = CHOICE_BLOCK if end is None else min(CHOICE_BLOCK, end - b * CHOICE_BLOCK)
+            if n <= 0:
+                break
+            self.chooser.choose(b, n)
+        return block * CHOICE_BLOCK
+
+    def counts_before(self) -> np.ndarray:
+        return self.chooser.counts.copy()
+
+    def segment(self, g0: int, limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        block = g0 // CHOICE_BLOCK
+        g1 = _earliest(limit, (block + 1) * CHOICE_BLOCK)
+        chooser = self.chooser
+        first = chooser.counts.copy()
+        chosen = chooser.choose(block, g1 - g0)
+        keys = chosen.astype(np.int16) if len(first) < 2**15 else chosen.astype(np.int32)
+        order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
+        docs = self.groups.lookup_grouped(order, chooser.counts - first, first)
+        clips = np.array([offset for _, offset in chooser.events], dtype=np.int64)
+        return docs, chosen, clips
+
+
+class _Planned:
+    """The planned order (every version), ``CHOICE_BLOCK`` positions at a time."""
+
+    def __init__(self, prep: Prepared, planned: PlannedOrder) -> None:
+        self.prep = prep
+        self.planned = planned
+        self.start = 0
+
+    def seek(self, start: int, end: int | None) -> int:
+        self.start = start // CHOICE_BLOCK * CHOICE_BLOCK
+        return self.start
+
+    def counts_before(self) -> np.ndarray:
+        return self.planned.counts_before(min(self.start, self.planned.total))
+
+    def segment(self, g0: int, limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        g1 = _earliest(limit, (g0 // CHOICE_BLOCK + 1) * CHOICE_BLOCK)
+        chosen, draws, first, end = self.planned.window_with_spans(g0, g1)
+        clips = np.flatnonzero(draws == self.prep.caps[chosen] - 1)
+        return self.prep.groups.lookup(chosen, draws, first=first, end=end), chosen, clips
+
+
+class _Windows:
+    """Version 3: rejection windows (:mod:`clusterclip.schedule.windows`)."""
+
+    def __init__(self, prep: Prepared) -> None:
+        self.prep = prep
+        self.chooser = WindowChooser(prep.config.seed, prep.weights, prep.caps)
+        self.pending = None
+
+    def seek(self, start: int, end: int | None) -> int:
+        self.pending = self.chooser.skip_to(start, end)
+        return self.chooser.position if self.pending is None else self.pending.start
+
+    def counts_before(self) -> np.ndarray:
+        counts = self.chooser.counts.copy()
+        if self.pending is not None:  # its counts are applied already
+            np.subtract.at(counts, self.pending.groups, 1)
+        return counts
+
+    def segment(self, g0: int, limit: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        window, self.pending = self.pending, None
+        if window is None:
+            window = self.chooser.next()
+        if window is None or window.start != g0:  # the caller asks for positions in order
+            raise RuntimeError("clusterclip: the window source was asked for a gap")
+        groups, draws, slots = window.groups, window.draws, window.slots
+        n = window.size if limit is None else min(window.size, limit - g0)
+        if n < window.size:  # the budget ends inside the window: its prefix
+            inside = slots < n
+            groups, draws, slots = groups[inside], draws[inside], slots[inside]
+        # Looked up in group order (member reads go forward), then put in place.
+        docs = np.empty(n, dtype=np.int64)
+        docs[slots] = self.prep.groups.lookup(groups, draws)
+        chosen = np.empty(n, dtype=np.int64)
+        chosen[slots] = groups
+        clips = np.sort(slots[draws == self.prep.caps[groups] - 1])
+        return docs, chosen, clips
+
+
+def _legacy_groups(
+    members: np.ndarray,
+    sizes: np.ndarray,
+    keys: np.ndarray,
+    *,
+    seed: int,
+    purpose: int,
+    shares: np.ndarray | None = None,
+    max_repeats: int | None = None,
+) -> Groups:
+    """Versions 1 and 2: pass permutations from generators, cached (:class:`Groups`)."""
+    window = None if shares is None else window_passes(sizes, shares, max_repeats)
+    return Groups(members, sizes, keys, seed=seed, purpose=purpose, window=window)
+
+
+def _feistel_groups(
+    members: np.ndarray,
+    sizes: np.ndarray,
+    keys: np.ndarray,
+    *,
+    seed: int,
+    purpose: int,
+    shares: np.ndarray | None = None,
+    max_repeats: int | None = None,
+) -> FeistelGroups:
+    """Version 3: pass permutations computed per draw (:class:`FeistelGroups`)."""
+    return FeistelGroups(members, sizes, keys, seed=seed, purpose=purpose)
+
+
+@dataclass(frozen=True)
+class DrawRule:
+    """The version-specific parts of the engine: the online source and the pass permutations."""
+
+    online: Callable[[Prepared], Any]
+    groups: Callable[..., Any]
+
+
+#: The draw rule of every supported ``schedule_version`` (the one place they are chosen).
+DRAW_RULES: dict[int, DrawRule] = {
+    1: DrawRule(online=_BlockOnline, groups=_legacy_groups),
+    2: DrawRule(online=_BlockOnline, groups=_legacy_groups),
+    3: DrawRule(online=_Windows, groups=_feistel_groups),
+}
+
+
 class ScheduleStream:
     """Produces the global schedule block by block from any start position.
 
@@ -541,99 +698,70 @@ class ScheduleStream:
             total = min(limit, total + int(math.ceil((budget - exact) / mean_all)) + 1)
 
     # -- streaming --------------------------------------------------------
-    def _cluster_part(
-        self, block: int, g0: int, g1: int, chooser: OnlineChooser | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Documents, groups and clip offsets of positions [g0, g1)."""
-        groups = self.prep.groups
+    def _source(self) -> _BlockOnline | _Planned | _Windows:
         if self.planned is not None:
-            chosen, draws, first, end = self.planned.window_with_spans(g0, g1)
-            clips = np.flatnonzero(draws == self.prep.caps[chosen] - 1)
-            return groups.lookup(chosen, draws, first=first, end=end), chosen, clips
-        first = chooser.counts.copy()
-        chosen = chooser.choose(block, g1 - g0)
-        keys = chosen.astype(np.int16) if len(first) < 2**15 else chosen.astype(np.int32)
-        order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
-        docs = groups.lookup_grouped(order, chooser.counts - first, first)
-        clips = np.array([offset for _, offset in chooser.events], dtype=np.int64)
-        return docs, chosen, clips
+            return _Planned(self.prep, self.planned)
+        return self.prep.rule.online(self.prep)
 
-    def _counts_at(self, block: int, chooser: OnlineChooser | None) -> np.ndarray:
-        g0 = block * CHOICE_BLOCK
-        if self.planned is not None:
-            return self.planned.counts_before(min(g0, self.planned.total))
-        return chooser.counts.copy()
+    def _final_counts(self) -> np.ndarray:
+        """Draws of every group once the cluster part is over (every group clipped)."""
+        return self.prep.caps.copy() if self.planned is None else self.planned.plan.copy()
 
     def blocks(self, start: int = 0) -> Iterator[np.ndarray]:
         """Documents of positions ``start, start+1, ...`` in consecutive arrays."""
         prep, config = self.prep, self.config
-        block = start // CHOICE_BLOCK
-        chooser = None
-        if self.planned is None:
-            chooser = OnlineChooser(prep)
-            limit = self.cluster_end
-            for b in range(block):  # replay choices only: counts at the block start
-                n = CHOICE_BLOCK if limit is None else min(CHOICE_BLOCK, limit - b * CHOICE_BLOCK)
-                if n <= 0:
-                    break
-                chooser.choose(b, n)
+        cluster_end = self.cluster_end
+        source = self._source()
+        in_clusters = cluster_end is None or start < cluster_end
+        # In the fallback passes every cluster is clipped: nothing to replay.
+        position = source.seek(start, cluster_end) if in_clusters else start
         tokens = 0
         budget = config.num_tokens
         if budget is not None:
-            tokens = self._tokens_before(block * CHOICE_BLOCK, self._counts_at(block, chooser))
+            counts = source.counts_before() if in_clusters else self._final_counts()
+            tokens = self._tokens_before(position, counts)
             if tokens >= budget:
                 return
-        while True:
-            g0 = block * CHOICE_BLOCK
-            g1 = g0 + CHOICE_BLOCK
-            if self.end is not None:
-                g1 = min(g1, self.end)
-            if g1 <= g0:
-                return
-            parts = []
-            cut = g1 if self.cluster_end is None else min(g1, self.cluster_end)
-            if cut > g0:
-                cluster_docs, groups, clips = self._cluster_part(block, g0, cut, chooser)
-                parts.append(cluster_docs)
-            if g1 > cut:
-                offset = max(g0, self.cluster_end) - self.cluster_end
-                fallback = np.arange(offset, offset + g1 - max(g0, cut), dtype=np.int64)
-                parts.append(
-                    prep.fallback.lookup(
-                        np.zeros_like(fallback),
-                        fallback,
-                        first=fallback[:1].copy(),
-                        end=fallback[-1:] + 1,
-                    )
-                )
-            docs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        while self.end is None or position < self.end:
+            chosen = None
+            if cluster_end is None or position < cluster_end:
+                limit = _earliest(self.end, cluster_end)
+                docs, chosen, clips = source.segment(position, limit)
+            else:
+                g1 = _earliest(self.end, (position // CHOICE_BLOCK + 1) * CHOICE_BLOCK)
+                docs = self._fallback_part(position - cluster_end, g1 - position)
             last = False
             if budget is not None:
                 running = tokens + np.cumsum(prep.lengths[docs])
                 reach = int(np.searchsorted(running, budget, side="left"))
                 if reach < docs.size:
                     docs = docs[: reach + 1]
-                    self.end = g0 + reach + 1
+                    self.end = position + reach + 1
                     self.budget_met = True
                     last = True
                 tokens = int(running[docs.size - 1])
-            if cut > g0:
-                hit = clips[(clips < docs.size) & (g0 + clips >= start)]
-                self.clip_step[groups[hit]] = g0 + hit
-            if g0 + docs.size > start:
-                yield docs[max(0, start - g0) :]
-            if last or (self.end is not None and g0 + docs.size >= self.end):
-                if self.end is None:
-                    self.end = g0 + docs.size
+            if chosen is not None:
+                hit = clips[(clips < docs.size) & (position + clips >= start)]
+                self.clip_step[chosen[hit]] = position + hit
+            if position + docs.size > start:
+                yield docs[max(0, start - position) :]
+            position += docs.size
+            if last:
                 return
             if (
-                self.cluster_end is not None
-                and g0 + docs.size >= self.cluster_end
+                cluster_end is not None
+                and position >= cluster_end
                 and (self.exhausted and config.on_exhausted == "stop")
             ):
-                self.end = self.cluster_end
+                self.end = cluster_end
                 return
-            block += 1
+
+    def _fallback_part(self, first: int, n: int) -> np.ndarray:
+        """Documents of draws ``first .. first + n - 1`` of the fallback passes."""
+        draws = np.arange(first, first + n, dtype=np.int64)
+        return self.prep.fallback.lookup(
+            np.zeros_like(draws), draws, first=draws[:1].copy(), end=draws[-1:] + 1
+        )
 
     def _tokens_before(self, position: int, counts: np.ndarray) -> int:
         prep = self.prep

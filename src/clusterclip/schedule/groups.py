@@ -28,10 +28,12 @@ __all__ = [
     "CHOICE_BLOCK",
     "PERMUTATION_CHUNK",
     "PURPOSE_CHOICE",
+    "PURPOSE_CHOICE_V3",
     "PURPOSE_CLUSTER_PASS",
     "PURPOSE_FALLBACK_PASS",
     "PURPOSE_PHASE",
     "PURPOSE_RANDOM_PASS",
+    "PURPOSE_SMALL_TABLE",
     "Groups",
     "chunk_permutations",
     "entropy_words",
@@ -48,6 +50,8 @@ PURPOSE_CLUSTER_PASS = 2  # pass permutations of one cluster
 PURPOSE_RANDOM_PASS = 3  # pass permutations of the corpus, policy="random"
 PURPOSE_FALLBACK_PASS = 4  # pass permutations of the corpus after exhaustion
 PURPOSE_PHASE = 5  # phases of the planned order
+PURPOSE_CHOICE_V3 = 6  # candidates of one window of the version-3 online rule
+PURPOSE_SMALL_TABLE = 7  # version 3: the table of small groups' pass permutations
 
 #: Second word of the wide layout of :func:`entropy_words` (never a purpose code).
 _WIDE = 0xFFFFFFFF

@@ -11,6 +11,7 @@ from typing import Any
 
 from clusterclip.errors import invalid, spell
 from clusterclip.options import check_fields, option
+from clusterclip.schedule.config import SUPPORTED_VERSIONS
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
     DEFAULT_ON_EXHAUSTED,
@@ -84,6 +85,13 @@ class ScheduleOptions:
         None, "Custom weight per cluster id (TOML list only).", kind="list_float", cli=False
     )
     seed: int = option(0, "Seed of the schedule.", kind="seed")
+    schedule_version: int | None = option(
+        None,
+        "Draw rule: the default (recorded as 1 for seeds < 2**32, 2 above), or 3 "
+        "for very many small clusters.",
+        kind="int",
+        choices=SUPPORTED_VERSIONS,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -110,7 +118,8 @@ class ScheduleOptions:
         return SchedulePolicy(
             policy=self.policy, max_repeats=self.max_repeats, alpha=self.alpha,
             cluster_weights=self.cluster_weights, order=self.order,
-            on_exhausted=self.on_exhausted, seed=self.seed, **budget,
+            on_exhausted=self.on_exhausted, seed=self.seed,
+            schedule_version=self.schedule_version, **budget,
         )  # fmt: skip
 
     def budget(self, n_usable: int) -> dict[str, Any]:

@@ -35,9 +35,10 @@ from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
 from clusterclip.options import check_seed
 from clusterclip.schedule.config import (
+    SUPPORTED_VERSIONS,
     ScheduleConfig,
+    check_schedule_version,
     labels_fingerprint,
-    schedule_version_for,
     validate_labels,
     validate_lengths,
 )
@@ -259,6 +260,10 @@ class SchedulePolicy:
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
+    schedule_version : {None, 1, 2, 3}
+        The draw rule. None (default): the default rule, recorded as 1 for
+        seeds below 2**32 and 2 above. 3: rejection windows and per-draw pass
+        permutations, faster for very many small clusters (docs/sampler.md).
 
     Notes
     -----
@@ -329,6 +334,14 @@ class SchedulePolicy:
     seed: int = field(
         metadata={"help": "Seed of every random choice (an int in [0, 2**63-1]; required)."}
     )
+    schedule_version: int | None = field(
+        default=None,
+        metadata={
+            "help": "Draw rule: the default rule (None; recorded as 1 for seeds < 2**32, "
+            "2 above) or 3, for very many small clusters.",
+            "choices": SUPPORTED_VERSIONS,
+        },
+    )
 
     def __post_init__(self) -> None:
         # The order of the checks is the order of the messages users saw before.
@@ -336,6 +349,7 @@ class SchedulePolicy:
         _check_choice("order", self.order, ORDERS)
         _check_choice("on_exhausted", self.on_exhausted, EXHAUSTION_RULES)
         self._set("seed", check_seed(self.seed))
+        self._set("schedule_version", check_schedule_version(self.schedule_version, self.seed))
         if self.max_repeats is not None:
             self._set("max_repeats", _check_int("max_repeats", self.max_repeats, 1))
         self._check_budget()
@@ -470,7 +484,7 @@ class SchedulePolicy:
                 lengths_fingerprint=None
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
-                schedule_version=schedule_version_for(self.seed),
+                schedule_version=self.schedule_version,
                 **grouping,
             ),
             units,

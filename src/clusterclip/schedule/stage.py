@@ -144,6 +144,7 @@ def build_with_progress(
             lengths=lengths, alpha=options.alpha,
             cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
             order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
+            schedule_version=options.schedule_version,
             duplicate_of=duplicate_of if options.duplicates == "group" else None,
         )  # fmt: skip
         draws = expected_draws(

@@ -250,11 +250,13 @@ class RotatingGroups:
         if self.first_pass:  # only the draws of these groups: not the passes before them
             total -= self.units.tokens_over(units, np.full(units.size, self.first_pass), lengths)
         partial = counts - full * inner.sizes
-        for g in np.flatnonzero(partial).tolist():
-            p, per = int(full[g]), int(inner.passes[g])
-            row = inner.permutations(g, p // per, p % per + 1)[p % per]
-            start = int(inner.offsets[g])
-            drawn = inner.members[start : start + int(inner.sizes[g])][row[: partial[g]]]
-            docs = self.units.rotate(drawn, np.full(drawn.size, p + self.first_pass, np.int64))
+        which = np.flatnonzero(partial)
+        if which.size:  # the partial passes' prefixes, through the inner lookup (any rule)
+            group = np.repeat(which, partial[which])
+            starts = np.cumsum(partial[which]) - partial[which]
+            cursor = np.arange(group.size, dtype=np.int64) - np.repeat(starts, partial[which])
+            draws = full[group] * inner.sizes[group] + cursor
+            drawn = inner.lookup(group, draws)
+            docs = self.units.rotate(drawn, full[group] + self.first_pass)
             total += int(lengths[docs].sum())
         return total
