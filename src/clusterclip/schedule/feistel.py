@@ -70,7 +70,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from clusterclip.schedule.groups import PURPOSE_SMALL_TABLE, _generators, seed_sequence
+from clusterclip.schedule.groups import (
+    PURPOSE_SMALL_TABLE,
+    _generators,
+    seed_sequence,
+    whole_pass_tokens,
+)
 
 __all__ = [
     "FEISTEL_ROUNDS",
@@ -453,15 +458,9 @@ class FeistelGroups:
         Whole passes contribute the group's total; the partial passes their
         permutations' prefixes, all computed at once.
         """
-        counts = np.asarray(counts, dtype=np.int64)
-        member_tokens = lengths[self.members]
-        totals = np.add.reduceat(member_tokens, self.offsets) if len(self.sizes) else np.zeros(0)
-        full_passes = counts // self.sizes
-        if float(full_passes @ totals.astype(np.float64)) < 2.0**62:
-            total = int((full_passes * totals).sum())
-        else:  # past int64: exact in Python ints
-            total = sum(p * t for p, t in zip(full_passes.tolist(), totals.tolist(), strict=True))
-        partial = counts - full_passes * self.sizes
+        member_tokens, total, full_passes, partial = whole_pass_tokens(
+            counts, lengths, self.members, self.offsets, self.sizes
+        )
         which = np.flatnonzero(partial)
         if which.size:
             group = np.repeat(which, partial[which])

@@ -40,6 +40,7 @@ __all__ = [
     "passes_per_chunk",
     "pcg64_seeds",
     "seed_sequence",
+    "whole_pass_tokens",
     "window_passes",
 ]
 
@@ -295,6 +296,35 @@ def window_passes(
     return passes
 
 
+def whole_pass_tokens(
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    members: np.ndarray,
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """Tokens of the whole passes within the first ``counts[g]`` draws of each group.
+
+    Returns the members' lengths (in member-table order), the tokens of the
+    whole passes (a Python int, exact past int64), the whole passes and the
+    draws of each group's partial pass; the caller adds the partial passes
+    through its own permutation rule.
+
+    >>> whole_pass_tokens(np.array([5, 1]), np.array([1, 2, 3]), np.array([0, 1, 2]),
+    ...                   np.array([0, 2]), np.array([2, 1]))[1:3]
+    (9, array([2, 1]))
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    member_tokens = lengths[members]
+    totals = np.add.reduceat(member_tokens, offsets) if len(sizes) else np.zeros(0)
+    full_passes = counts // sizes
+    if float(full_passes @ totals.astype(np.float64)) < 2.0**62:
+        total = int((full_passes * totals).sum())
+    else:  # past int64: exact in Python ints
+        total = sum(p * t for p, t in zip(full_passes.tolist(), totals.tolist(), strict=True))
+    return member_tokens, total, full_passes, counts - full_passes * sizes
+
+
 class Groups:
     """Member table of ``G`` groups with a cache window of pass permutations each.
 
@@ -517,15 +547,9 @@ class Groups:
         prefix of its permutation. Used to resume a token budget without
         replaying documents. Exact for any counts (Python ints past int64).
         """
-        counts = np.asarray(counts, dtype=np.int64)
-        member_tokens = lengths[self.members]
-        totals = np.add.reduceat(member_tokens, self.offsets) if len(self.sizes) else np.zeros(0)
-        full_passes = counts // self.sizes
-        if float(full_passes @ totals.astype(np.float64)) < 2.0**62:
-            total = int((full_passes * totals).sum())
-        else:  # past int64: exact in Python ints
-            total = sum(p * t for p, t in zip(full_passes.tolist(), totals.tolist(), strict=True))
-        partial = counts - full_passes * self.sizes
+        member_tokens, total, full_passes, partial = whole_pass_tokens(
+            counts, lengths, self.members, self.offsets, self.sizes
+        )
         for g in np.flatnonzero(partial):
             p = int(full_passes[g])
             per = int(self.passes[g])
