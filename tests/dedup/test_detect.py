@@ -7,7 +7,14 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from clusterclip.dedup.detect import connect, find_groups, hash_texts, near_pairs, normalise_text
+from clusterclip.dedup.detect import (
+    connect,
+    find_groups,
+    hash_texts,
+    near_pairs,
+    normalise_text,
+    second_nearest,
+)
 from tests.product_support import kjv_records
 
 
@@ -96,3 +103,29 @@ def test_excluded_documents_are_never_grouped():
     x = np.ones((4, 3), dtype=np.float32) / np.sqrt(3)
     groups = find_groups(lambda rows: x[rows], np.array([0, -1, 0, -1]), threshold=0.9)
     assert groups.representative.tolist() == [0, 1, 0, 3]
+
+
+def test_near_copies_split_by_a_cluster_border_join_through_the_second_nearest_cluster():
+    """Two near copies on either side of the border between clusters 0 and 1 are
+    linked once each document is also compared with its second-nearest cluster;
+    a document whose second-nearest cluster is elsewhere is not compared there."""
+    centroids = np.eye(3, dtype=np.float32)
+    x = np.array(
+        [
+            [0.72, 0.69, 0.05],  # cluster 0, near the border with 1
+            [0.69, 0.72, 0.05],  # cluster 1, its near copy across the border
+            [1.0, 0.0, 0.0],  # cluster 0, far from it
+            [0.05, 0.69, 0.72],  # cluster 2, second-nearest 1: a border with 1, not with 0
+            [0.0, 1.0, 0.0],  # cluster 1
+        ],
+        dtype=np.float32,
+    )
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    labels = np.array([0, 1, 0, 2, 1])
+    rows_of = lambda rows: x[rows]  # noqa: E731
+    neighbours = second_nearest(rows_of, labels, centroids, block_size=2)
+    assert neighbours.tolist() == [1, 0, 1, 1, 0]  # doc 4 ties 0 and 2 at 0: the lowest, 0
+    within = find_groups(rows_of, labels, threshold=0.99)
+    across = find_groups(rows_of, labels, threshold=0.99, neighbours=neighbours)
+    assert within.representative.tolist() == [0, 1, 2, 3, 4]
+    assert across.representative.tolist() == [0, 0, 2, 3, 4]

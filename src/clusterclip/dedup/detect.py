@@ -1,7 +1,10 @@
 """Near-duplicate groups: exact copies by text hash, near copies by cosine inside a cluster.
 
 SemDeDup-style (Abbas et al., 2023): two documents of the same cluster whose
-embeddings have a cosine of at least ``threshold`` are near-duplicates; exact
+embeddings have a cosine of at least ``threshold`` are near-duplicates, and so
+are a document and a member of its second-nearest cluster (:func:`second_nearest`,
+when the caller passes ``neighbours``: near copies that k-means put on either
+side of a cluster border, measured in docs/clustering.md); exact
 copies (same normalised text, :func:`normalise_text`) are linked wherever they
 are. A *group* is a connected component of those links (union-find), so
 near-duplicate chains join one group. Its **representative** is its lowest
@@ -36,6 +39,7 @@ __all__ = [
     "hash_texts",
     "near_pairs",
     "normalise_text",
+    "second_nearest",
 ]
 
 _SPACES = re.compile(r"\s+")
@@ -206,6 +210,7 @@ def find_groups(
     threshold: float,
     block_size: int = 1024,
     hashes: np.ndarray | None = None,
+    neighbours: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> DuplicateGroups:
     """Near-duplicate groups of the documents with a non-negative label.
@@ -224,6 +229,11 @@ def find_groups(
     hashes : ndarray of uint64, shape (N, 2), optional
         :func:`hash_texts` of the corpus: documents with equal hashes are
         linked whatever their clusters.
+    neighbours : ndarray of int, shape (N,), optional
+        Each document's second-nearest cluster (:func:`second_nearest`; -1:
+        none). Each document is then also compared with the members of that
+        cluster, so that near copies split by a cluster border still join one
+        group (at most twice the comparisons).
     progress : callable, optional
         Called with the documents of each cluster once it is done.
 
@@ -260,10 +270,80 @@ def find_groups(
             links_b.append(members[local[linked]])
         if progress is not None:
             progress(int(members.size))
+    if neighbours is not None:
+        for a, b in _border_pairs(rows_of, labels, order, cuts, neighbours, threshold, block_size):
+            links_a.append(a)
+            links_b.append(b)
     parent = np.arange(n, dtype=np.int64)
     if links_a:
         connect(parent, np.concatenate(links_a), np.concatenate(links_b))
     return _describe(parent, rows_of, hashes)
+
+
+def second_nearest(
+    rows_of: Callable[[np.ndarray], np.ndarray],
+    labels: np.ndarray,
+    centroids: np.ndarray,
+    *,
+    block_size: int = 65536,
+) -> np.ndarray:
+    """Each document's second-nearest centroid (its own cluster's excluded); -1 if excluded.
+
+    One pass over the embeddings, ``block_size`` rows at a time (the cost of
+    one k-means assignment).
+
+    >>> c = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    >>> x = np.array([[1, 0], [0, 1]], dtype=np.float32)
+    >>> second_nearest(lambda rows: x[rows], np.array([0, 1]), c).tolist()
+    [2, 2]
+    """
+    labels = np.asarray(labels)
+    out = np.full(labels.shape[0], -1, dtype=np.int64)
+    centroids = np.asarray(centroids, dtype=np.float32)
+    if centroids.shape[0] < 2:
+        return out
+    for start in range(0, labels.shape[0], block_size):
+        rows = np.arange(start, min(labels.shape[0], start + block_size))
+        own = labels[rows]
+        keep = own >= 0
+        if not keep.any():
+            continue
+        scores = np.asarray(rows_of(rows[keep]), dtype=np.float32) @ centroids.T
+        scores[np.arange(scores.shape[0]), own[keep]] = -np.inf
+        out[rows[keep]] = scores.argmax(axis=1)
+    return out
+
+
+def _border_pairs(
+    rows_of: Callable[[np.ndarray], np.ndarray],
+    labels: np.ndarray,
+    order: np.ndarray,
+    cuts: np.ndarray,
+    neighbours: np.ndarray,
+    threshold: float,
+    block_size: int,
+) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+    """Near pairs (document, member of its second-nearest cluster), cluster by cluster.
+
+    Visitors of cluster ``k`` (documents whose second-nearest cluster is ``k``)
+    are compared with ``k``'s members, ``block_size`` visitors at a time.
+    """
+    usable = labels >= 0
+    visitors = np.flatnonzero(usable & (neighbours >= 0))
+    visitors = visitors[np.argsort(neighbours[visitors], kind="stable")]
+    bounds = np.searchsorted(neighbours[visitors], np.arange(int(labels.max(initial=-1)) + 2))
+    for members in np.split(order, cuts) if order.size else []:
+        k = int(labels[members[0]])
+        guests = visitors[bounds[k] : bounds[k + 1]]
+        if not guests.size:
+            continue
+        matrix = np.asarray(rows_of(members), dtype=np.float32)
+        for start in range(0, guests.size, block_size):
+            block = guests[start : start + block_size]
+            scores = np.asarray(rows_of(block), dtype=np.float32) @ matrix.T
+            rows, cols = np.nonzero(scores >= threshold)
+            if rows.size:
+                yield block[rows], members[cols]
 
 
 def _describe(

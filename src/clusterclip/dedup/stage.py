@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.dedup.detect import DuplicateGroups, find_groups, hash_texts
+from clusterclip.dedup.detect import DuplicateGroups, find_groups, hash_texts, second_nearest
 from clusterclip.dedup.options import DedupOptions
 from clusterclip.errors import require_extra
 from clusterclip.io import WorkDir, atomic_path, versions
@@ -134,10 +134,15 @@ class DedupStage:
             exact_note = "skipped: the corpus was an in-memory dataset, its texts cannot be re-read"
         hashed = time.perf_counter()
         usable = int((labels >= 0).sum())
+        centroids = work.centroids()
+        neighbours = None
+        if centroids.shape[0] > int(labels.max(initial=-1)):  # centroids match the labels
+            neighbours = second_nearest(embeddings.__getitem__, labels, centroids)
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
             groups = find_groups(
                 embeddings.__getitem__, labels, threshold=options.threshold,
-                block_size=options.block_size, hashes=hashes, progress=bar.update,
+                block_size=options.block_size, hashes=hashes, neighbours=neighbours,
+                progress=bar.update,
             )  # fmt: skip
         compared = time.perf_counter()
         outputs = _write(work, groups)
