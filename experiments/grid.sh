@@ -4,21 +4,31 @@
 #   SIZE=cpu  bash experiments/grid.sh   # >= 1M parameters, 500 steps per run (2-core CPU: hours)
 #   SIZE=gpu  bash experiments/grid.sh   # the same grid, ~12M parameters, one GPU
 #   SIZE=tiny bash experiments/grid.sh   # seconds per run on a CPU: checks the script (tests)
+#   VIEW=tail SIZE=cpu bash experiments/grid.sh   # the secondary view: a constructed long tail
 #
 # Every run trains through ClusterClipSampler (clusterclip.experiments.lm) and appends one
 # line to $RESULTS/<corpus>/results.jsonl as soon as it finishes; rerunning skips finished
 # runs, so a grid that does not fit in one sitting is finished by running it again.
 # Runs go seed-major (every policy of seed 0 first), so a partial grid stays paired.
-# Settings: CORPORA (default "kjv fortunes"), SEEDS (default 0,1,2), PY (default
-# .venv/bin/python), WORK (default runs/grid-$SIZE), RESULTS (default
-# experiments/results/grid-$SIZE), DEVICE (default auto).
+# VIEW=natural (default) trains on the corpora's natural cluster sizes; VIEW=tail on a
+# constructed long tail (cluster sizes decaying log-uniformly over 150x, KJV only, the
+# smaller batch that makes ~1 epoch of that subset 500 steps, and fewer policies).
+# Settings: CORPORA (default "kjv fortunes"; "kjv" for the tail view), SEEDS (default
+# 0,1,2), PY (default .venv/bin/python), WORK (default runs/grid-$SIZE[-tail]), RESULTS
+# (default experiments/results/grid-$SIZE[-tail]), DEVICE (default auto).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-cpu}
+VIEW=${VIEW:-natural}
+case "$VIEW" in
+  natural) SUFFIX= ;;
+  tail)    SUFFIX=-tail ;;
+  *) echo "grid.sh: VIEW must be natural or tail; got $VIEW" >&2; exit 2 ;;
+esac
 PY=${PY:-.venv/bin/python}
-WORK=${WORK:-runs/grid-$SIZE}
-RESULTS=${RESULTS:-experiments/results/grid-$SIZE}
-CORPORA=${CORPORA:-kjv fortunes}
+WORK=${WORK:-runs/grid-$SIZE$SUFFIX}
+RESULTS=${RESULTS:-experiments/results/grid-$SIZE$SUFFIX}
+if [ "$VIEW" = tail ]; then CORPORA=${CORPORA:-kjv}; else CORPORA=${CORPORA:-kjv fortunes}; fi
 SEEDS=${SEEDS:-0,1,2}
 DEVICE=${DEVICE:-auto}
 export HF_HUB_OFFLINE=1
@@ -39,6 +49,18 @@ case "$SIZE" in
     DATA=(--encoder=sentence-transformers --n-clusters=50) ;;
   *) echo "grid.sh: SIZE must be tiny, cpu or gpu; got $SIZE" >&2; exit 2 ;;
 esac
+if [ "$VIEW" = tail ]; then
+  # The tail subset holds ~1/3 of KJV's tokens: a smaller batch keeps 500 steps at ~1 epoch
+  # (same model, same learning-rate schedule); the quarter pool of the 4-epoch regime as usual.
+  case "$SIZE" in
+    tiny) DATA+=(--tail-docs=120 --heldout-per-cluster=4) ;;
+    cpu)  DATA+=(--tail-docs=8000 --heldout-per-cluster=12); MODEL+=(--batch-size=5 --tokens=320000) ;;
+    gpu)  DATA+=(--tail-docs=8000 --heldout-per-cluster=12); MODEL+=(--batch-size=2 --tokens=256000) ;;
+  esac
+  DATA+=(--tail-span=150)
+  ONE=${ONE:-random,clusterclip-r4,planned-r4}
+  FOUR=${FOUR:-random,clusterclip-r8,planned-r8}
+fi
 # ~1 epoch: random, uniform, the online clip at two R, temperature with and without a clip,
 # the planned order. >= 3 epochs: the same with R = 4 and 8 (R = 4 is the whole capacity).
 ONE=${ONE:-random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.5,temperature-a0.5-r4,planned-r4}

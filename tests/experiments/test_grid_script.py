@@ -47,3 +47,10 @@ def test_tiny_grid_runs_and_records_portable_results(tmp_path):
         )
     assert str(tmp_path) not in text and socket.gethostname() not in text
     assert not any(r["config"][k].startswith("/") for r in records for k in ("workdir", "out"))
+    answer = subprocess.run(
+        [sys.executable, "-m", "clusterclip.experiments.answer", str(tmp_path / "results")],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    assert "| clusterclip-r2 | kjv | 1 |" in answer.stdout  # paired with random's seed 0
+    assert "4 runs; wall time per run" in answer.stdout

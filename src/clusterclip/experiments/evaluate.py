@@ -130,6 +130,8 @@ def loss_metrics(
 ) -> dict[str, float]:
     """Aggregate per-document losses into natural / macro / rare / category losses.
 
+    ``rare`` is absent when no document of the ``rare`` clusters is among these.
+
     ``natural_weights`` (one per cluster id, e.g. the training tokens of each
     cluster) turn ``natural`` into the per-cluster losses weighted by the
     training mix, for held-out sets sampled evenly per cluster; without it,
@@ -137,6 +139,8 @@ def loss_metrics(
 
     >>> loss_metrics(np.array([2.0, 4.0, 9.0]), np.array([1, 1, 3]), np.array([0, 0, 1]), rare=np.array([1]))
     {'natural': 3.0, 'macro': 3.0, 'rare': 3.0}
+    >>> loss_metrics(np.array([2.0]), np.array([1]), np.array([0]), rare=np.array([5]))
+    {'natural': 2.0, 'macro': 2.0}
     """
     total = n_tokens.sum()
     present = [c for c in np.unique(clusters) if n_tokens[clusters == c].sum() > 0]
@@ -150,7 +154,8 @@ def loss_metrics(
         metrics = {"natural": float((per_cluster * weights).sum() / weights.sum())}
     metrics["macro"] = float(np.mean(per_cluster))
     in_rare = np.isin(clusters, rare)
-    metrics["rare"] = float(loss_sum[in_rare].sum() / max(n_tokens[in_rare].sum(), 1))
+    if n_tokens[in_rare].sum() > 0:  # no tokens there: no rare loss (not a loss of 0)
+        metrics["rare"] = float(loss_sum[in_rare].sum() / n_tokens[in_rare].sum())
     if categories is not None:
         by_category: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for loss, count, category in zip(loss_sum, n_tokens, categories, strict=True):

@@ -284,7 +284,8 @@ class _Heldout:
             loss_sum, n_tok, prep.independent[docs], rare=prep.independent_rare
         )
         metrics["independent_macro"] = independent["macro"]
-        metrics["independent_rare"] = independent["rare"]
+        if "rare" in independent:  # none of the held-out documents in those clusters: no metric
+            metrics["independent_rare"] = independent["rare"]
         return metrics
 
 
@@ -335,7 +336,7 @@ def _final_metrics(model, heldout: _Heldout, curve: list[dict], pool: np.ndarray
     metrics = dict(curve[-1])
     metrics.pop("tokens")
     rare_pool = pool[np.isin(prep.labels, prep.rare)[pool]]
-    if rare_pool.size:
+    if rare_pool.size and "rare" in metrics:
         train_sum, train_tok = heldout.losses(model, rare_pool)
         metrics["rare_train"] = float(train_sum.sum() / train_tok.sum())
         metrics["rare_gap"] = metrics["rare"] - metrics["rare_train"]
