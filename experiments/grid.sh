@@ -5,6 +5,8 @@
 #   SIZE=gpu  bash experiments/grid.sh   # the same grid, ~12M parameters, one GPU
 #   SIZE=tiny bash experiments/grid.sh   # seconds per run on a CPU: checks the script (tests)
 #   VIEW=tail SIZE=cpu bash experiments/grid.sh   # the secondary view: a constructed long tail
+#   SEEDS=3,4 ONE=random,clusterclip-r4 FOUR=random,clusterclip-r8,planned-r8 bash experiments/grid.sh
+#                                                 # the extra seeds of the main comparison
 #
 # Every run trains through ClusterClipSampler (clusterclip.experiments.lm) and appends one
 # line to $RESULTS/<corpus>/results.jsonl as soon as it finishes; rerunning skips finished
@@ -15,7 +17,9 @@
 # smaller batch that makes ~1 epoch of that subset 500 steps, and fewer policies).
 # Settings: CORPORA (default "kjv fortunes"; "kjv" for the tail view), SEEDS (default
 # 0,1,2), PY (default .venv/bin/python), WORK (default runs/grid-$SIZE[-tail]), RESULTS
-# (default experiments/results/grid-$SIZE[-tail]), DEVICE (default auto).
+# (default experiments/results/grid-$SIZE[-tail]), DEVICE (default auto), ONE and FOUR (the
+# policies of each regime). The CPU size embeds in float32, so every CPU gets the same
+# clusters and held-out split (bfloat16, auto's pick on some CPUs, shifts a few documents).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-cpu}
@@ -42,7 +46,7 @@ case "$SIZE" in
   cpu)   # 1.08M parameters, 500 steps of 16 x 128 tokens
     MODEL=(--n-layer=4 --n-head=4 --n-embd=128 --context=128 --batch-size=16 --lr=2e-3
            --vocab-size=2048 --max-doc-tokens=256 --tokens=1024000 --eval-points=5)
-    DATA=(--encoder=sentence-transformers --n-clusters=50) ;;
+    DATA=(--encoder=sentence-transformers --precision=float32 --n-clusters=50) ;;
   gpu)   # ~12M parameters (>= 10x cpu), 500 steps of 8 x 256 tokens: the same token budget
     MODEL=(--n-layer=6 --n-head=6 --n-embd=384 --context=256 --batch-size=8 --lr=1e-3
            --vocab-size=4096 --max-doc-tokens=256 --tokens=1024000 --eval-points=5)

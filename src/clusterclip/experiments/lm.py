@@ -79,6 +79,7 @@ class ExperimentConfig:
     max_docs: int | None = SplitOptions.max_docs
     data_seed: int = SplitOptions.data_seed
     encoder: str = "sentence-transformers"
+    precision: str = "auto"
     n_clusters: int = 100
     tail_docs: int | None = SplitOptions.tail_docs
     tail_span: float = SplitOptions.tail_span
@@ -446,6 +447,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-docs", type=int, default=None, help="random subset of the corpus (seeded)")
     add("--data-seed", type=int, default=d.data_seed, help="seed of subset, clusters and split")
     add("--encoder", default=d.encoder, help="encoder of the embed stage")
+    add(
+        "--precision",
+        default=d.precision,
+        choices=("auto", "float32", "bfloat16", "float16"),
+        help="transformer precision of the embed stage (auto: bfloat16 on CPUs that have it; "
+        "float32 gives the same clusters on every CPU)",
+    )
     add("--n-clusters", type=int, default=d.n_clusters)
     add("--tail-docs", type=int, default=None, help="keep a long-tailed subset of N docs")
     add("--tail-span", type=float, default=d.tail_span, help="largest/smallest cluster kept")
