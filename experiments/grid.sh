@@ -18,7 +18,7 @@
 # Settings: CORPORA (default "kjv fortunes"; "kjv" for the tail view), SEEDS (default
 # 0,1,2), PY (default .venv/bin/python), WORK (default runs/grid-$SIZE[-tail]), RESULTS
 # (default experiments/results/grid-$SIZE[-tail]), DEVICE (default auto), ONE and FOUR (the
-# policies of each regime). The CPU size embeds in float32, so every CPU gets the same
+# policies of each regime), PARALLEL (below). The CPU size embeds in float32, so every CPU gets the same
 # clusters and held-out split (bfloat16, auto's pick on some CPUs, shifts a few documents).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +35,9 @@ RESULTS=${RESULTS:-experiments/results/grid-$SIZE$SUFFIX}
 if [ "$VIEW" = tail ]; then CORPORA=${CORPORA:-kjv}; else CORPORA=${CORPORA:-kjv fortunes}; fi
 SEEDS=${SEEDS:-0,1,2}
 DEVICE=${DEVICE:-auto}
+# PARALLEL=1 trains the corpora side by side (default on the GPU size, whose small model
+# leaves most of one GPU idle); 0 runs everything in sequence (the CPU sizes).
+if [ "$SIZE" = gpu ]; then PARALLEL=${PARALLEL:-1}; else PARALLEL=${PARALLEL:-0}; fi
 export HF_HUB_OFFLINE=1
 
 case "$SIZE" in
@@ -70,13 +73,30 @@ fi
 ONE=${ONE:-random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.5,temperature-a0.5-r4,planned-r4}
 FOUR=${FOUR:-random,uniform,clusterclip-r4,clusterclip-r8,temperature-a0.5,temperature-a0.5-r8,planned-r8}
 
-for seed in ${SEEDS//,/ }; do
-  for corpus in $CORPORA; do
-    for regime in "1 $ONE" "4 $FOUR"; do
-      read -r epochs policies <<< "$regime"
-      "$PY" -m clusterclip.experiments.lm "${MODEL[@]}" "${DATA[@]}" --corpus="$corpus" \
-        --workdir="$WORK/$corpus" --out="$RESULTS/$corpus" --epochs="$epochs" \
-        --seeds="$seed" --policies="$policies" --device="$DEVICE"
-    done
+cell() {  # one seed of one corpus: both regimes
+  local seed=$1 corpus=$2 epochs policies regime
+  for regime in "1 $ONE" "4 $FOUR"; do
+    read -r epochs policies <<< "$regime"
+    "$PY" -m clusterclip.experiments.lm "${MODEL[@]}" "${DATA[@]}" --corpus="$corpus" \
+      --workdir="$WORK/$corpus" --out="$RESULTS/$corpus" --epochs="$epochs" \
+      --seeds="$seed" --policies="$policies" --device="$DEVICE"
   done
+}
+
+if [ "$PARALLEL" = 1 ]; then
+  # One process per corpus, side by side (separate work and results directories, so
+  # nothing is shared); each corpus's log goes to $WORK/<corpus>.log.
+  mkdir -p "$WORK"
+  pids=()
+  for corpus in $CORPORA; do
+    ( for seed in ${SEEDS//,/ }; do cell "$seed" "$corpus"; done ) > "$WORK/$corpus.log" 2>&1 &
+    pids+=($!)
+  done
+  status=0
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  if [ "$status" != 0 ]; then echo "grid.sh: a corpus failed; see $WORK/*.log" >&2; fi
+  exit "$status"
+fi
+for seed in ${SEEDS//,/ }; do
+  for corpus in $CORPORA; do cell "$seed" "$corpus"; done
 done

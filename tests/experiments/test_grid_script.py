@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_tiny_grid_runs_and_records_portable_results(tmp_path):
+@pytest.mark.parametrize("parallel", ["0", "1"], ids=["sequential", "parallel"])
+def test_tiny_grid_runs_and_records_portable_results(tmp_path, parallel):
     env = {
         **os.environ,
         "SIZE": "tiny",
@@ -28,6 +29,7 @@ def test_tiny_grid_runs_and_records_portable_results(tmp_path):
         "DEVICE": "cpu",
         "PYTHONPATH": str(ROOT / "src"),
         "CLUSTERCLIP_PROGRESS": "0",
+        "PARALLEL": parallel,  # 1: one process per corpus, as on the GPU
     }
     done = subprocess.run(
         ["bash", str(ROOT / "experiments" / "grid.sh")], env=env, capture_output=True, text=True
@@ -54,3 +56,5 @@ def test_tiny_grid_runs_and_records_portable_results(tmp_path):
     assert answer.returncode == 0, answer.stderr[-3000:]
     assert "| clusterclip-r2 | kjv | 1 |" in answer.stdout  # paired with random's seed 0
     assert "4 runs; wall time per run" in answer.stdout
+    if parallel == "1":  # each corpus's process logs to its own file
+        assert "[done] 4-epoch clusterclip-r4 seed=0" in (tmp_path / "runs" / "kjv.log").read_text()

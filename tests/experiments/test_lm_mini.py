@@ -23,7 +23,7 @@ from clusterclip.experiments import data, evaluate, lm  # noqa: E402
 from clusterclip.experiments.corpora import _split_at_headings, load_corpus  # noqa: E402
 from clusterclip.io import WorkDir  # noqa: E402
 
-POLICIES = "random,uniform,clusterclip-r2,planned-r2,temperature-a0.5"
+POLICIES = "random,uniform,clusterclip-r2,planned-r2,temperature-a0.5,temperature-a0.5-r2"
 
 
 #: The miniature's settings (data and split part; the model flags are in the argv).
@@ -90,6 +90,7 @@ def test_clip_bounds_repeats_in_the_mini_runs(mini_results):
     # one epoch of budget, capacity of two: the clip is never exceeded
     assert by_policy["planned-r2"]["dynamics"]["max_repeats_seen"] <= 2
     assert by_policy["clusterclip-r2"]["dynamics"]["max_repeats_seen"] <= 2
+    assert by_policy["temperature-a0.5-r2"]["dynamics"]["max_repeats_seen"] <= 2
 
 
 def test_training_order_is_the_product_schedule(mini_results):
