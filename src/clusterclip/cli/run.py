@@ -110,6 +110,7 @@ def machine_line(resolved: dict[str, Any]) -> str:
 def print_summary(result: dict[str, Any], seconds: float) -> None:
     """The one-screen summary printed after a run."""
     from clusterclip.cli.report import print_report_summary
+    from clusterclip.schedule.advice import clip_advice
 
     workdir = result["workdir"]
     actions = ", ".join(f"{name} {info['action']}" for name, info in result["stages"].items())
@@ -139,6 +140,13 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
         f"  budget {budget_text}: {n_draws if n_draws is None else f'{n_draws:,}'} draws"
         + ("" if met else "  (stopped early: every cluster was clipped; see on_exhausted)")
     )
+    advice = clip_advice(
+        str(config.get("policy")),
+        config.get("max_repeats"),
+        passes=(n_draws or 0) / max(result["n_usable"], 1),
+    )
+    if advice:
+        print(f"advice:      {advice}")
     resolved = result.get("resolved")
     if resolved:
         print(machine_line(resolved))

@@ -324,9 +324,7 @@ def prepare(cfg: Any, *, log: Callable[[str], None] = print) -> Prepared:
     def say(line: str) -> None:
         log(f"[prepare] {line}")
 
-    embed_options = EmbedOptions(
-        encoder=cfg.encoder, text_field="text", precision=cfg.precision
-    )
+    embed_options = EmbedOptions(encoder=cfg.encoder, text_field="text", precision=cfg.precision)
     run_stage(EmbedStage([str(source)]), work, embed_options, log=say)
     cluster_options = ClusterOptions(n_clusters=cfg.n_clusters, seed=cfg.data_seed)
     run_stage(ClusterStage(), work, cluster_options, log=say)

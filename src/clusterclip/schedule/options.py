@@ -45,7 +45,8 @@ class ScheduleOptions:
     )
     max_repeats: int | None = option(
         DEFAULT_MAX_REPEATS,
-        "Repetition cap R per document (none, inf or infinity: no cap).",
+        "Repetition cap R per document (none, inf or infinity: no cap). For a budget of "
+        "several passes, about twice the passes (docs/results.md, 'Which to pick').",
         kind="int_or_none",
         minimum=1,
     )
@@ -67,7 +68,8 @@ class ScheduleOptions:
     order: str = option(
         DEFAULT_ORDER,
         "online: the paper's clip (small clusters early); planned: per-cluster draws "
-        "planned for the budget, spread evenly.",
+        "planned for the budget, spread evenly (the more even choice across corpora at "
+        "several passes, docs/results.md).",
         choices=ORDERS,
     )
     on_exhausted: str = option(
