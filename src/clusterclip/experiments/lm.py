@@ -452,7 +452,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.precision,
         choices=("auto", "float32", "bfloat16", "float16"),
         help="transformer precision of the embed stage (auto: bfloat16 on CPUs that have it; "
-        "float32 gives the same clusters on every CPU)",
+        "float32 gave the same clusters on the two CPU families tried)",
     )
     add("--n-clusters", type=int, default=d.n_clusters)
     add("--tail-docs", type=int, default=None, help="keep a long-tailed subset of N docs")
