@@ -14,7 +14,8 @@ from clusterclip.schedule.advice import clip_advice
     [
         ("clusterclip", 4, 4.0, 8),  # the grid's losing case: R = passes
         ("clusterclip", 4, 3.2, 7),
-        ("temperature", 2, 1.6, 4),  # any clipped policy
+        ("temperature", 2, 3.0, 6),  # any clipped policy
+        ("clusterclip", 2, 1.5, None),  # under 3 passes: outside what the grid measured
         ("clusterclip", 4, 2.0, None),  # R = 2x passes: what the grid recommends
         ("clusterclip", 8, 4.0, None),
         ("clusterclip", 1, 1.0, None),  # about one pass: the cap hardly matters
@@ -43,3 +44,21 @@ def test_schedule_summary_advises_on_a_four_pass_budget(
     assert ("advice" in text) == advised
     if advised:
         assert "4.0 passes" in text and "--max-repeats 8" in text
+
+
+def test_run_summary_prints_the_advice(capsys):
+    from clusterclip.cli.run import print_summary
+
+    result = {  # the fields of clusterclip.pipeline.run's result that the summary reads
+        "workdir": "w", "stages": {"schedule": {"action": "ran"}}, "n_documents": 1000,
+        "n_usable": 1000, "budget": {"num_samples": 4000, "num_tokens": None},
+        "schedule_path": "w/schedule.npy",
+        "schedule": {"config": {"policy": "clusterclip", "max_repeats": 4, "order": "online",
+                                "seed": 0}, "stats": {"n_draws": 4000, "budget_met": True}},
+    }  # fmt: skip
+    print_summary(result, 1.0)
+    out = capsys.readouterr().out
+    assert "advice:      the budget is 4.0 passes" in out and "--max-repeats 8" in out
+    result["schedule"]["config"]["max_repeats"] = 8
+    print_summary(result, 1.0)
+    assert "advice" not in capsys.readouterr().out

@@ -20,8 +20,8 @@ import math
 
 __all__ = ["clip_advice"]
 
-#: Below this many passes a cap of the default size hardly binds; no advice.
-_MIN_PASSES = 1.5
+#: The grid measured one and four passes; the advice is for budgets of several passes.
+_MIN_PASSES = 3.0
 
 
 def clip_advice(policy: str, max_repeats: int | None, *, passes: float) -> str | None:
@@ -41,7 +41,7 @@ def clip_advice(policy: str, max_repeats: int | None, *, passes: float) -> str |
     -------
     str or None
         The advice, or ``None`` when the cap is at least twice the passes, the
-        budget is under 1.5 passes, or nothing is clipped.
+        budget is under 3 passes, or the policy is not clipped.
     """
     if policy == "random" or max_repeats is None or not math.isfinite(passes):
         return None
