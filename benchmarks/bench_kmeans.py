@@ -388,7 +388,7 @@ def main() -> None:
 
     sizes = QUICK if args.quick else FULL
     log(f"CPU: {cpu_model()}")
-    log(f"torch threads {torch.get_num_threads()}, CPU cores {os.cpu_count()}, auto backend = {resolve_backend('auto')}, "
+    log(f"torch threads {torch.get_num_threads()}, CPU cores {os.cpu_count()}, CPU-flag rule backend = {resolve_backend('auto')}, "
         f"faiss OpenBLAS {faiss_blas_info()}")  # fmt: skip
     sections = (
         ["fit", "assign", "sample", "seeding", "seeding-cost"]
