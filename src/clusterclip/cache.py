@@ -4,11 +4,8 @@ Holds what is worth keeping between runs on one machine and is cheap to
 rebuild: distilled static encoders (``static/``) and the k-means backend probe's
 results (``kmeans-backend.json``). Never the work directory's files.
 
->>> import os
->>> os.environ["CLUSTERCLIP_CACHE"] = "/tmp/cc"
->>> str(cache_root())
-'/tmp/cc'
->>> del os.environ["CLUSTERCLIP_CACHE"]
+>>> cache_root().name  # doctest: +SKIP
+'clusterclip'
 """
 
 from __future__ import annotations

@@ -180,3 +180,14 @@ def test_machine_line_says_why():
 
     line = machine_line({"cpu": "X", "kmeans_backend": "faiss", "kmeans_backend_reason": "cached"})
     assert "k-means backend faiss (cached)" in line
+
+
+def test_cache_root_follows_the_one_cache_variable(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from clusterclip.cache import cache_root
+
+    monkeypatch.setenv("CLUSTERCLIP_CACHE", str(tmp_path))
+    assert cache_root() == tmp_path and cache_file() == tmp_path / "kmeans-backend.json"
+    monkeypatch.setenv("CLUSTERCLIP_CACHE", "")
+    assert cache_root() == Path.home() / ".cache" / "clusterclip"

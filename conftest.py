@@ -1,4 +1,5 @@
-"""Fixtures for the whole suite: a private cache directory, so no test writes to ~/.cache."""
+"""Fixtures for the whole suite (tests/ and the doctests in src/): a private cache
+directory, so no test writes to ~/.cache."""
 
 from __future__ import annotations
 
