@@ -19,6 +19,10 @@ Same data, same process, same run (ratios, not absolute times, are the result):
 4. ``seeding``: imbalanced data (Zipf 1.2): random vs k-means++ vs AFK-MC2:
    objective, NMI to the true clusters, and how many of the rarest half of
    the true clusters survive (are the majority of some cluster).
+5. ``seeding-cost``: n = 200k, d = 384, K = 1024, 20 iterations: k-means++ in
+   rounds (the default) vs ``k-means++-sequential``: seeding time, fit time,
+   seeding's share of the fit, objective, rare true clusters kept and clusters
+   used, on the backend the CPU-flag rule picks (so no probe runs inside the timing).
 
 Data: :func:`clusterclip.cluster.synthetic.vmf_mixture` (seeded): K Zipf-sized
 (exponent 1) von Mises-Fisher-like clusters on the unit sphere sharing a common
@@ -29,6 +33,7 @@ Run::
     PYTHONPATH=src python benchmarks/bench_kmeans.py            # all sections (~15 min on 2 cores)
     PYTHONPATH=src python benchmarks/bench_kmeans.py --quick    # small sizes, ~1 min
     PYTHONPATH=src python benchmarks/bench_kmeans.py --section fit
+    PYTHONPATH=src python benchmarks/bench_kmeans.py --section seeding-cost --seeds 0,1
 """
 
 from __future__ import annotations
@@ -51,12 +56,14 @@ FULL = {
     "assign": {"n": 1_000_000, "dim": 384, "k": 2000},
     "sample": {"n": 1_000_000, "dim": 384, "k": 1024, "n_iter": 20},
     "seeding": {"n": 100_000, "dim": 384, "k": 256, "n_iter": 20},
+    "seeding-cost": {"n": 200_000, "dim": 384, "k": 1024, "n_iter": 20},
 }
 QUICK = {
     "fit": {"n": 20_000, "dim": 384, "k": 128, "n_iter": 20},
     "assign": {"n": 100_000, "dim": 384, "k": 500},
     "sample": {"n": 100_000, "dim": 384, "k": 128, "n_iter": 20},
     "seeding": {"n": 20_000, "dim": 384, "k": 64, "n_iter": 20},
+    "seeding-cost": {"n": 20_000, "dim": 384, "k": 256, "n_iter": 20},
 }
 
 
@@ -303,13 +310,66 @@ def section_seeding(config: dict[str, int], seed: int) -> dict[str, Any]:
     return {"config": config, "rows": rows}
 
 
+def rare_kept(truth: np.ndarray, labels: np.ndarray, rare: np.ndarray, k: int) -> int:
+    """How many of the true clusters ``rare`` are the majority of the cluster most of them went to."""
+    kept = 0
+    for true_cluster in rare:
+        top = np.bincount(labels[truth == true_cluster], minlength=k).argmax()
+        kept += int(np.bincount(truth[labels == top], minlength=k).argmax() == true_cluster)
+    return kept
+
+
+def section_seeding_cost(config: dict[str, int], seeds: list[int]) -> dict[str, Any]:
+    from clusterclip.cluster.backends import resolve_backend
+    from clusterclip.cluster.seeding import picks_per_round
+
+    n, dim, k, n_iter = config["n"], config["dim"], config["k"], config["n_iter"]
+    backend = resolve_backend("auto")  # the CPU-flag rule: no probe inside the timings
+    log(f"\n== seeding cost: n={n:,} d={dim} K={k} iterations={n_iter}, backend {backend}, "
+        f"rounds of {picks_per_round(k)} centres ==")  # fmt: skip
+    rows = []
+    for seed in seeds:
+        X, truth = vmf_mixture(n, dim, k, seed=seed)
+        sizes = np.bincount(truth, minlength=k)
+        rare = np.argsort(sizes, kind="stable")[: k // 2]
+        rare = rare[sizes[rare] > 0]
+        for init in ("k-means++-sequential", "k-means++"):
+            model = KMeans(k, seed=seed, n_iter=n_iter, init=init, backend=backend).fit(X)
+            labels = model.predict(X)
+            row = {
+                "seed": seed, "init": init, "seeding_seconds": model.init_["seconds"],
+                "fit_seconds": model.fit_seconds_, "objective": model.objective_,
+                "rare_kept": rare_kept(truth, labels, rare, k), "rare_total": len(rare),
+                "clusters_used": int(len(np.unique(labels))),
+                "smallest": int(np.bincount(labels, minlength=k).min()),
+            }  # fmt: skip
+            row["share"] = row["seeding_seconds"] / row["fit_seconds"]
+            rows.append(row)
+            log(f"seed {seed}  {init:<21} seeding {row['seeding_seconds']:6.2f} s  fit "
+                f"{row['fit_seconds']:6.2f} s  share {100 * row['share']:5.1f} %  objective "
+                f"{row['objective']:.5f}  rare clusters kept {row['rare_kept']}/{len(rare)}  "
+                f"clusters used {row['clusters_used']}/{k} (smallest {row['smallest']})")  # fmt: skip
+    for init in ("k-means++-sequential", "k-means++"):
+        mine = [r for r in rows if r["init"] == init]
+        log(f"mean  {init:<21} seeding {np.mean([r['seeding_seconds'] for r in mine]):6.2f} s  "
+            f"share {100 * np.mean([r['share'] for r in mine]):5.1f} %  objective "
+            f"{np.mean([r['objective'] for r in mine]):.5f}  rare kept "
+            f"{np.mean([r['rare_kept'] for r in mine]):.1f}")  # fmt: skip
+    return {"config": config, "backend": backend, "rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument(
-        "--section", choices=["fit", "assign", "sample", "seeding", "all"], default="all"
+        "--section",
+        choices=["fit", "assign", "sample", "seeding", "seeding-cost", "all"],
+        default="all",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds", default="0", help="data and k-means seeds of `seeding-cost` (comma-separated)"
+    )
     parser.add_argument(
         "--backends",
         default="auto,faiss,torch-fp32,numpy",
@@ -324,12 +384,17 @@ def main() -> None:
     import torch
 
     from clusterclip.cluster.backends import resolve_backend
-    from clusterclip.cluster.blas import faiss_blas_info
+    from clusterclip.cluster.blas import cpu_model, faiss_blas_info
 
     sizes = QUICK if args.quick else FULL
-    log(f"torch threads {torch.get_num_threads()}, CPU cores {os.cpu_count()}, auto backend = {resolve_backend('auto')}, "
+    log(f"CPU: {cpu_model()}")
+    log(f"torch threads {torch.get_num_threads()}, CPU cores {os.cpu_count()}, CPU-flag rule backend = {resolve_backend('auto')}, "
         f"faiss OpenBLAS {faiss_blas_info()}")  # fmt: skip
-    sections = ["fit", "assign", "sample", "seeding"] if args.section == "all" else [args.section]
+    sections = (
+        ["fit", "assign", "sample", "seeding", "seeding-cost"]
+        if args.section == "all"
+        else [args.section]
+    )
     results = {}
     for name in sections:
         if name == "fit":
@@ -338,6 +403,9 @@ def main() -> None:
             results[name] = section_assign(sizes[name], args.seed)
         elif name == "sample":
             results[name] = section_sample(sizes[name], args.seed)
+        elif name == "seeding-cost":
+            seeds = [int(seed) for seed in args.seeds.split(",")]
+            results[name] = section_seeding_cost(sizes[name], seeds)
         else:
             results[name] = section_seeding(sizes[name], args.seed)
     if args.json:

@@ -213,7 +213,8 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
 def resolved_choices(work: Any) -> dict[str, Any]:
     """What ``auto`` settings became on this machine, and the seed stability, from the manifest.
 
-    ``{"encoder", "device", "precision", "kmeans_backend", "threads", "cpu", "stability"}``:
+    ``{"encoder", "device", "precision", "kmeans_backend", "kmeans_backend_reason",
+    "threads", "cpu", "stability"}``:
     the choices that make results differ between machines (docs/clustering.md,
     "Identical across machines?").
     """
@@ -226,6 +227,7 @@ def resolved_choices(work: Any) -> dict[str, Any]:
         "device": embed.get("device"),
         "precision": embed.get("precision"),
         "kmeans_backend": cluster.get("backend"),
+        "kmeans_backend_reason": (cluster.get("backend_choice") or {}).get("reason"),
         "threads": cluster.get("threads"),
         "cpu": cpu_model(),
         "stability": cluster.get("stability"),

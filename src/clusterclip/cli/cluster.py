@@ -71,13 +71,24 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
         f"  objective      {summary['objective']:.4f} mean cosine on the fit sample "
         f"({summary['mean_score']:.4f} over all documents)",
         f"  fit            sample {summary['sample_size']:,} documents, {summary['n_iter']} iterations, "
-        f"init {init.get('init')} (pool {init.get('pool_size', 0):,}), backend {summary['backend']}",
+        f"init {init.get('init')} (pool {init.get('pool_size', 0):,})",
+        f"  backend        {backend_line(summary)}",
         stability_line(summary),
         f"  time           fit {seconds.get('fit', 0):.1f} s, assign {seconds.get('assign', 0):.1f} s, "
         f"stability {seconds.get('stability', 0):.1f} s, total {seconds.get('total', 0):.1f} s",
         f"  wrote          {workdir}/centroids.npy, {workdir}/clusters.parquet",
     ]
     return "\n".join(lines)
+
+
+def backend_line(summary: dict[str, Any]) -> str:
+    """The k-means backend and why it was chosen (probe timings, cached, forced by user)."""
+    choice = summary.get("backend_choice")
+    if not choice:  # a manifest written before the probe existed
+        return str(summary.get("backend"))
+    from clusterclip.cluster.probe import BackendChoice
+
+    return BackendChoice(**choice).describe()
 
 
 def run(args: argparse.Namespace) -> int:

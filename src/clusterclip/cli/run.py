@@ -100,9 +100,11 @@ def machine_line(resolved: dict[str, Any]) -> str:
     encoder = f"{resolved.get('encoder')} on {resolved.get('device') or 'cpu'}" + (
         f" in {precision}" if precision else ""
     )
+    reason = resolved.get("kmeans_backend_reason")
+    backend = f"{resolved.get('kmeans_backend')}" + (f" ({reason})" if reason else "")
     return (
         f"machine:     {resolved.get('cpu')}; encoder {encoder}; k-means backend "
-        f"{resolved.get('kmeans_backend')}; threads {counts or '?'} "
+        f"{backend}; threads {counts or '?'} "
         f"({threads.get('cpus', '?')} CPUs)"
     )
 

@@ -25,9 +25,14 @@ Backends
 ``torch``
     ``torch-bf16`` on CPUs with AMX-BF16, else ``torch-fp32``.
 ``auto``
-    the fastest one measured by ``benchmarks/bench_kmeans.py`` for this kind of
-    machine: ``torch-bf16`` on AMX CPUs, else ``faiss`` when installed (with its
-    OpenBLAS on fast kernels), else ``torch-fp32``, else ``numpy``.
+    in :class:`~clusterclip.cluster.KMeans` and the cluster stage: the fastest
+    one *measured on this machine* for this kind of shape, by a short probe on
+    the fit sample the first time, then from a cache
+    (:mod:`clusterclip.cluster.probe`). Where there is no fit to measure
+    (:func:`resolve_backend`, :func:`clusterclip.cluster.assign` called alone),
+    and when every probe candidate fails, the CPU-flag rule of earlier releases:
+    ``torch-bf16`` on AMX CPUs, else ``faiss`` when installed (with its OpenBLAS
+    on fast kernels), else ``torch-fp32``, else ``numpy``.
 
 Results are deterministic for a given backend on a given machine; different
 backends may differ on near-ties.
@@ -70,7 +75,10 @@ def cpu_has_amx_bf16() -> bool:
 
 
 def resolve_backend(name: str) -> str:
-    """The concrete backend ``name`` stands for on this machine.
+    """The concrete backend ``name`` stands for on this machine, by CPU flags.
+
+    ``auto`` here is the flag rule (module docstring); a fit measures instead
+    (:func:`clusterclip.cluster.probe.choose_backend`).
 
     >>> resolve_backend("numpy")
     'numpy'

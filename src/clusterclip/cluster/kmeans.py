@@ -268,13 +268,17 @@ class KMeans:
     max_points_per_centroid : int
         The fit uses at most ``max_points_per_centroid * n_clusters`` rows drawn
         without replacement (all rows if there are fewer); ``sample_size_`` says how many.
-    init : {"k-means++", "afk-mc2", "random"}
-        Seeding (:mod:`clusterclip.cluster.seeding`).
+    init : {"k-means++", "k-means++-sequential", "afk-mc2", "random"}
+        Seeding (:mod:`clusterclip.cluster.seeding`). ``k-means++`` draws its
+        centres in about 64 rounds; for ``K > 64`` its centres and labels differ
+        from earlier releases, which ``k-means++-sequential`` reproduces.
     n_init : int
         Independent seedings + Lloyd runs on the same sample; the one with the
         best objective is kept (each run costs a full fit).
     backend : {"auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"}
-        E-step backend (:mod:`clusterclip.cluster.backends`).
+        E-step backend (:mod:`clusterclip.cluster.backends`). ``auto`` times the
+        candidates on the fit sample the first time a machine meets this kind of
+        shape and caches the winner (:mod:`clusterclip.cluster.probe`).
     batch_size : int
         Rows read at a time when sampling and predicting.
     min_cluster_size : int
@@ -303,7 +307,12 @@ class KMeans:
         update), ``imbalance_factor`` (``K * sum(size^2) / n^2``, 1 = balanced),
         ``empty_resplit`` and ``seconds``.
     backend_ : str
-        The backend that ran (``auto`` resolved).
+        The backend that ran (``auto`` resolved: measured on this machine and
+        shape, :mod:`clusterclip.cluster.probe`); ``predict`` uses it too.
+    backend_choice_ : dict
+        How it was chosen (:class:`~clusterclip.cluster.probe.BackendChoice`:
+        ``reason`` ``"probe"``, ``"cached"`` or ``"forced by user"``, the probe's
+        ``seconds`` per candidate, the cache file).
     init_ : dict
         Seeding record of the kept run (``init``, ``pool_size``, ``seconds``),
         ``runs`` and the final ``objectives`` of every run.
@@ -381,6 +390,7 @@ class KMeans:
             Ignored (scikit-learn signature).
         """
         from clusterclip.cluster.backends import get_backend
+        from clusterclip.cluster.probe import choose_backend
         from clusterclip.cluster.seeding import seed_centroids
 
         self._validate()
@@ -402,7 +412,9 @@ class KMeans:
         else:
             rows = np.arange(n, dtype=np.int64)
         sample = _gather(X, rows, int(self.batch_size))
-        engine = get_backend(self.backend)
+        # "auto" is measured on this sample's shape once per machine (cluster/probe.py).
+        choice = choose_backend(self.backend, sample, k)
+        engine = get_backend(choice.backend)
         prepared = engine.prepare(sample)
         best: tuple[Any, ...] | None = None
         objectives = []
@@ -435,6 +447,7 @@ class KMeans:
         self.n_iter_ = len(stats)
         self.stats_ = stats
         self.backend_ = engine.name
+        self.backend_choice_ = choice.as_record()
         self.init_ = init_info
         self.fit_seconds_ = round(time.perf_counter() - started, 4)
         return self
@@ -498,7 +511,7 @@ class KMeans:
         """
         self._check_fitted()
         labels, _ = assign_matrix(
-            X, self.cluster_centers_, backend=self.backend, batch_size=int(self.batch_size)
+            X, self.cluster_centers_, backend=self.backend_, batch_size=int(self.batch_size)
         )
         return labels
 

@@ -8,7 +8,7 @@ from clusterclip.options import check_fields, option
 
 __all__ = ["BACKENDS", "INITS", "ClusterOptions"]
 
-INITS = ("k-means++", "afk-mc2", "random")
+INITS = ("k-means++", "k-means++-sequential", "afk-mc2", "random")
 BACKENDS = ("auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
 
 
@@ -31,7 +31,12 @@ class ClusterOptions:
     max_points_per_centroid: int = option(
         256, "Fit on at most this many documents per cluster.", kind="int", minimum=1
     )
-    init: str = option("k-means++", "Centroid seeding.", choices=INITS)
+    init: str = option(
+        "k-means++",
+        "Centroid seeding (k-means++: greedy D^2 sampling in about 64 rounds; "
+        "k-means++-sequential: one centre at a time, the labels of releases before issue 14).",
+        choices=INITS,
+    )
     n_init: int = option(1, "Seedings + fits; the best objective is kept.", kind="int", minimum=1)
     backend: str = option(
         "auto",

@@ -4,10 +4,19 @@ Distances are the squared Euclidean distance between unit vectors,
 ``2 * (1 - cosine)``, so D^2 weighting is weighting by ``1 - max cosine``.
 
 ``k-means++`` (Arthur & Vassilvitskii 2007, greedy variant as in scikit-learn)
-    D^2 sampling, one centre at a time, keeping the best of ``2 + ln K``
-    candidates per step. Each step is a pass over the
-    candidate pool, so the pool is a random subset of ``max(8 * K, 8192)`` rows
-    of the fit sample; the pool size is reported.
+    D^2 sampling keeping the best of ``2 + ln K`` candidates per centre, over a
+    pool that is a random subset of ``max(8 * K, 8192)`` rows of the fit sample
+    (the pool size is reported). The candidates are drawn in rounds of
+    ``ceil(K / 64)`` centres (batched D^2 sampling, as in k-means||): one draw
+    and one candidates x pool matrix product per round, so about 64 passes over
+    the pool instead of ``K``; inside a round each centre is still the greedy
+    best of its own candidates against the distances updated by the centres
+    picked before it. For ``K <= 64`` a round holds one centre and the result is
+    exactly ``k-means++-sequential``'s; for larger ``K`` the centres (and so the
+    labels) differ from clusterclip 0.x before issue 14, at the same objective.
+``k-means++-sequential``
+    the same greedy k-means++, one centre (one draw, one product) at a time:
+    the seeding of earlier releases, kept to reproduce their labels.
 ``afk-mc2`` (Bachem et al. 2016)
     approximates D^2 sampling over the *whole* sample with a Markov chain of
     ``chain_length`` proposals per centre drawn from ``q(x) = d(x, c1)^2 / 2S + 1 / 2n``;
@@ -21,19 +30,41 @@ D^2 seeding keeps them (see docs/clustering.md for the measured effect).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from clusterclip.errors import invalid
 
-__all__ = ["INITS", "afk_mc2", "kmeans_plusplus", "random_init", "seed_centroids"]
+__all__ = [
+    "INITS",
+    "afk_mc2",
+    "kmeans_plusplus",
+    "picks_per_round",
+    "random_init",
+    "seed_centroids",
+]
 
-INITS = ("k-means++", "afk-mc2", "random")
+INITS = ("k-means++", "k-means++-sequential", "afk-mc2", "random")
 
 #: k-means++ candidate pool: this many sample rows per centroid (at least _POOL_MIN).
 POOL_PER_CENTROID = 8
 _POOL_MIN = 8192
 #: Draws per k-means++ step while every candidate is isolated (``min_cell``).
 _REDRAWS = 8
+#: k-means++ draws its centres in about this many rounds (``ceil(K / ROUNDS)`` per round).
+ROUNDS = 64
+#: Bytes of candidate x pool distances held at once (a round's product is cut to fit).
+_ROUND_BYTES = 128 << 20
+
+
+def picks_per_round(n_clusters: int) -> int:
+    """Centres k-means++ draws per round: ``ceil(K / 64)`` (1 up to K = 64).
+
+    >>> picks_per_round(64), picks_per_round(65), picks_per_round(1024)
+    (1, 2, 16)
+    """
+    return max(1, -(-int(n_clusters) // ROUNDS))
 
 
 def _pick(rng: np.random.Generator, weights: np.ndarray) -> int:
@@ -76,19 +107,30 @@ def kmeans_plusplus(
     *,
     n_local_trials: int | None = None,
     min_cell: int = 1,
+    per_round: int | None = None,
 ) -> np.ndarray:
     """Greedy k-means++ seeding under cosine distance; returns row indices of ``X`` (K,).
 
-    Each step draws ``n_local_trials`` candidates by D^2 sampling and keeps the
-    one that lowers the total distance most (``2 + ln K`` trials by default, as
-    scikit-learn does; 1 gives the original k-means++).
+    Each centre is the one of ``n_local_trials`` candidates drawn by D^2
+    sampling that lowers the total distance most (``2 + ln K`` trials by
+    default, as scikit-learn does; 1 gives the original k-means++).
+
+    The candidates are drawn ``per_round`` centres at a time (default
+    :func:`picks_per_round`, ``ceil(K / 64)``): one D^2 draw of
+    ``per_round * trials`` rows from the distances at the start of the round and
+    one product of those rows against the pool. The centres of a round are then
+    picked one after the other, each the greedy best of its own candidates
+    against the distances updated by the centres picked before it (no product
+    needed: the candidates' distances are already there). ``per_round=1`` is
+    plain sequential greedy k-means++ (``init="k-means++-sequential"``), and so
+    is the default for ``K <= 64``. Deterministic for a given ``rng`` state.
 
     D^2 sampling favours isolated points, and a centre on an isolated point
     keeps a cluster of one. With ``min_cell > 1`` a candidate whose cell (the
     rows closer to it than to every centre chosen so far, itself included) holds
-    fewer than ``min_cell`` rows is passed over; when every candidate of a step is
-    that isolated, they are excluded from later draws and the step draws again
-    (up to 8 times, then the best candidate is kept, as before).
+    fewer than ``min_cell`` rows is passed over; when every candidate of a pick is
+    that isolated, they are excluded from later draws and the pick draws again
+    from the current distances (up to 8 times, then the best candidate is kept).
 
     >>> X = np.eye(3, dtype=np.float32)
     >>> sorted(kmeans_plusplus(X, 3, np.random.default_rng(0)).tolist())
@@ -97,29 +139,70 @@ def kmeans_plusplus(
     n = len(X)
     products = _pool_products(X)
     trials = n_local_trials or 2 + int(np.log(n_clusters))
+    per_round = per_round or picks_per_round(n_clusters)
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
     distance = np.maximum(1.0 - X @ X[chosen[0]], 0.0).astype(np.float32)
     # Rows found isolated are never drawn again: cells only shrink as centres are added.
     isolated = np.zeros(n, dtype=bool)
-    for step in range(1, n_clusters):
-        for _attempt in range(_REDRAWS if min_cell > 1 else 1):
-            weights = np.where(isolated, 0.0, distance) if isolated.any() else distance
-            candidates = _candidates(rng, weights, trials)
-            candidate_distance = np.maximum(1.0 - products(candidates), 0.0)
-            updated = np.minimum(distance[None, :], candidate_distance)
-            totals = updated.sum(axis=1, dtype=np.float64)
-            if min_cell <= 1:
-                break
-            small = (candidate_distance < distance[None, :]).sum(axis=1) < min_cell
-            if not small.all():
-                totals[small] = np.inf
-                break
-            isolated[candidates] = True  # all isolated: draw again (the best is kept at the end)
-        best = int(np.argmin(totals))
-        chosen[step] = candidates[best]
-        distance = updated[best]
+
+    def draw(count: int) -> np.ndarray:
+        weights = np.where(isolated, 0.0, distance) if isolated.any() else distance
+        return _candidates(rng, weights, count)
+
+    step = 1
+    while step < n_clusters:
+        picks = min(per_round, n_clusters - step)
+        drawn = draw(picks * trials).reshape(picks, trials)
+        chunk = max(1, _ROUND_BYTES // (trials * n * 4))  # picks whose distances fit at once
+        for first in range(0, picks, chunk):
+            rows = drawn[first : first + chunk]
+            block = np.maximum(1.0 - products(rows.ravel()), 0.0).reshape(len(rows), trials, n)
+            for candidates, candidate_distance in zip(rows, block, strict=True):
+                chosen[step], distance = _greedy_pick(
+                    candidates, candidate_distance, distance, isolated, min_cell, draw, products,
+                    skip_covered=per_round > 1,
+                )  # fmt: skip
+                step += 1
     return chosen
+
+
+def _greedy_pick(
+    candidates: np.ndarray,
+    candidate_distance: np.ndarray,
+    distance: np.ndarray,
+    isolated: np.ndarray,
+    min_cell: int,
+    draw: Callable[[int], np.ndarray],
+    products: Callable[[np.ndarray], np.ndarray],
+    *,
+    skip_covered: bool,
+) -> tuple[int, np.ndarray]:
+    """The candidate lowering the total distance most, and the distances with it added.
+
+    Marks all-isolated candidates in ``isolated`` and draws again (``min_cell``).
+    With ``skip_covered``, candidates already at distance 0 (drawn before a centre
+    of the same round landed on them) lose to any other.
+    """
+    for attempt in range(_REDRAWS if min_cell > 1 else 1):
+        if attempt:
+            candidates = draw(len(candidates))
+            candidate_distance = np.maximum(1.0 - products(candidates), 0.0)
+        updated = np.minimum(distance[None, :], candidate_distance)
+        totals = updated.sum(axis=1, dtype=np.float64)
+        if skip_covered:  # one-pick rounds never draw a covered row (its weight is 0)
+            covered = distance[candidates] <= 0
+            if covered.any() and not covered.all():
+                totals[covered] = np.inf
+        if min_cell <= 1:
+            break
+        small = (candidate_distance < distance[None, :]).sum(axis=1) < min_cell
+        if not small.all():
+            totals[small] = np.inf
+            break
+        isolated[candidates] = True  # all isolated: draw again (the best is kept at the end)
+    best = int(np.argmin(totals))
+    return int(candidates[best]), updated[best]
 
 
 def _candidates(rng: np.random.Generator, weights: np.ndarray, trials: int) -> np.ndarray:
@@ -227,12 +310,19 @@ def _seed(
     n_rows: int = 0,
 ) -> tuple[np.ndarray, dict[str, int | str]]:
     min_cell = 1
-    if init == "k-means++":
+    per_round = 1
+    if init in ("k-means++", "k-means++-sequential"):
         pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, _POOL_MIN))
         subset = np.sort(rng.choice(len(X), pool, replace=False)) if pool < len(X) else None
         min_cell = _min_cell(min_cluster_size, pool, max(n_rows, len(X)))
+        if init == "k-means++":
+            per_round = picks_per_round(n_clusters)
         rows = kmeans_plusplus(
-            X if subset is None else X[subset], n_clusters, rng, min_cell=min_cell
+            X if subset is None else X[subset],
+            n_clusters,
+            rng,
+            min_cell=min_cell,
+            per_round=per_round,
         )
         rows = rows if subset is None else subset[rows]
     elif init == "afk-mc2":
@@ -244,6 +334,8 @@ def _seed(
     else:
         raise invalid("init", f"one of {list(INITS)}", init, "Pass init='k-means++' (the default).")
     info: dict[str, int | str] = {"init": init, "pool_size": int(pool)}
+    if per_round > 1:
+        info["picks_per_round"] = per_round
     if min_cell > 1:
         info["min_cell"] = min_cell
     return np.array(X[rows], dtype=np.float32), info

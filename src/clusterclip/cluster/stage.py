@@ -233,8 +233,6 @@ class ClusterStage:
 
 
 def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) -> StageOutput:
-    from clusterclip.cluster.backends import get_backend
-
     started = time.perf_counter()
     if options.n_clusters is None:
         raise invalid("n_clusters", "an int in [1, inf)", None, f"Pass {hint('n_clusters', 100)}.")
@@ -274,7 +272,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     fitted = time.perf_counter()
     centroids = model.cluster_centers_
     labels, scores = assign_files(
-        embeddings.paths, centroids, backend=get_backend(options.backend).name,
+        embeddings.paths, centroids, backend=model.backend_,
         block_rows=options.assign_batch_size, engine=stage.engine, options=stage.ray_options,
         progress=stage.progress,
     )  # fmt: skip
@@ -308,6 +306,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             "sample_size": model.sample_size_,
             "n_iter": model.n_iter_,
             "backend": model.backend_,
+            "backend_choice": model.backend_choice_,
             "threads": _threads(),
             "stability": stability,
             "init": model.init_,

@@ -436,7 +436,9 @@ def static_cache_dir(spec: EncoderSpec) -> Path:
     """
     from importlib import metadata
 
-    root = Path(os.environ.get("CLUSTERCLIP_CACHE", Path.home() / ".cache" / "clusterclip"))
+    from clusterclip.cache import cache_root
+
+    root = cache_root()
     source = resolve_model(spec.model)
     if Path(source).exists():
         source = str(Path(source).resolve())

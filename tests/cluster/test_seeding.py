@@ -1,0 +1,139 @@
+"""k-means++ in rounds (issue 14) against the sequential seeding it replaces.
+
+The rounds version draws ``ceil(K / 64)`` centres per round; it must give the
+sequential result for K <= 64, reach the same objective on real text (BBC News
+embeddings, the ``bbc_workdir`` fixture) and keep rare topics as often, and
+``init="k-means++-sequential"`` must keep the previous release's centres.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clusterclip.cluster import KMeans
+from clusterclip.cluster.seeding import (
+    POOL_PER_CENTROID,
+    kmeans_plusplus,
+    picks_per_round,
+    seed_centroids,
+)
+from clusterclip.cluster.synthetic import vmf_mixture
+from clusterclip.io import WorkDir
+from tests.cluster.seeding_oracle import previous_seed_rows, sequential_kmeans_plusplus
+
+SEEDS = range(4)
+
+
+@pytest.fixture(scope="module")
+def bbc(bbc_workdir, bbc_corpus) -> tuple[np.ndarray, np.ndarray]:
+    """The 400 BBC News embeddings (float32 unit rows) and their topic (0-4)."""
+    embeddings = WorkDir(bbc_workdir).embeddings()
+    X = np.asarray(embeddings[np.arange(embeddings.shape[0])], dtype=np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X, bbc_corpus[1]
+
+
+def _seeding_objective(X: np.ndarray, rows: np.ndarray) -> float:
+    """Mean cosine of every row to its nearest seed."""
+    return float(np.mean((X @ X[rows].T).max(axis=1)))
+
+
+def test_picks_per_round():
+    assert [picks_per_round(k) for k in (1, 2, 64, 65, 128, 129, 1024, 2000)] == [
+        1, 1, 1, 2, 2, 3, 16, 32,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n_clusters", "min_cluster_size"), [(12, 1), (100, 1), (100, 40)])
+def test_sequential_init_equals_the_previous_seeding(n_clusters, min_cluster_size):
+    # 12,000 rows > the pool (max(8 K, 8192)): the pool subset is drawn as before too.
+    X, _ = vmf_mixture(12_000, 32, 40, seed=1, spread=0.6)
+    for seed in range(3):
+        centroids, info = seed_centroids(
+            X, n_clusters, init="k-means++-sequential", rng=np.random.default_rng(seed),
+            min_cluster_size=min_cluster_size,
+        )  # fmt: skip
+        pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, 8192))
+        min_cell = info.get("min_cell", 1)
+        assert (min_cell > 1) == (min_cluster_size > 1)
+        rows = previous_seed_rows(
+            X, n_clusters, np.random.default_rng(seed), pool=pool, min_cell=min_cell
+        )
+        np.testing.assert_array_equal(centroids, X[rows])
+        assert info["init"] == "k-means++-sequential" and "picks_per_round" not in info
+
+
+@pytest.mark.parametrize("n_clusters", [2, 12, 64])
+def test_rounds_are_the_sequential_seeding_up_to_64_clusters(mixture, n_clusters):
+    X, _ = mixture
+    for seed in SEEDS:
+        for min_cell in (1, 4):
+            rounds = kmeans_plusplus(X, n_clusters, np.random.default_rng(seed), min_cell=min_cell)
+            sequential = sequential_kmeans_plusplus(
+                X, n_clusters, np.random.default_rng(seed), min_cell=min_cell
+            )
+            np.testing.assert_array_equal(rounds, sequential)
+
+
+def test_rounds_are_deterministic_and_distinct(bbc):
+    X, _ = bbc
+    a = kmeans_plusplus(X, 100, np.random.default_rng(3))
+    b = kmeans_plusplus(X, 100, np.random.default_rng(3))
+    np.testing.assert_array_equal(a, b)
+    assert len(np.unique(a)) == 100
+    c = kmeans_plusplus(X, 100, np.random.default_rng(4))
+    assert not np.array_equal(a, c)
+    _, info = seed_centroids(X, 100, init="k-means++", rng=np.random.default_rng(0))
+    assert info["picks_per_round"] == 2
+
+
+@pytest.mark.parametrize(("n_clusters", "per_round"), [(20, 5), (40, 10), (100, None)])
+def test_rounds_reach_the_sequential_seeding_objective_on_bbc(bbc, n_clusters, per_round):
+    # Up to 10 centres per round on 400 documents: far coarser than the default's
+    # ceil(K / 64), so a loss would show here first.
+    X, _ = bbc
+    rounds, sequential = [], []
+    for seed in SEEDS:
+        rows = kmeans_plusplus(X, n_clusters, np.random.default_rng(seed), per_round=per_round)
+        assert len(np.unique(rows)) == n_clusters
+        rounds.append(_seeding_objective(X, rows))
+        rows = kmeans_plusplus(X, n_clusters, np.random.default_rng(seed), per_round=1)
+        sequential.append(_seeding_objective(X, rows))
+    assert np.mean(rounds) == pytest.approx(np.mean(sequential), rel=0.01)
+
+
+def test_rounds_fit_as_well_as_sequential_on_bbc(bbc):
+    # K = 100 > 64: the default init takes 2 centres per round.
+    X, _ = bbc
+    for seed in SEEDS:
+        fits = {
+            init: KMeans(100, seed=seed, init=init, backend="numpy").fit(X)
+            for init in ("k-means++", "k-means++-sequential")
+        }
+        rounds, sequential = fits["k-means++"], fits["k-means++-sequential"]
+        assert rounds.objective_ == pytest.approx(sequential.objective_, rel=0.005)
+        used = {init: len(np.unique(fit.labels_)) for init, fit in fits.items()}
+        assert used["k-means++"] >= used["k-means++-sequential"] - 1, used
+
+
+def test_rounds_keep_a_rare_topic_as_often_as_sequential(bbc):
+    # Each topic in turn cut to 5 articles next to 4 x 80: how often does the rare
+    # topic hold the majority of some seed's cell, over 5 topics x 4 seeds?
+    X, topics = bbc
+    kept = {1: 0, 6: 0}
+    for rare in range(5):
+        rows = np.concatenate(
+            [np.flatnonzero(topics == t)[: 5 if t == rare else 80] for t in range(5)]
+        )
+        Y, truth = X[rows], topics[rows]
+        for seed in SEEDS:
+            for per_round in kept:
+                seeds = kmeans_plusplus(Y, 30, np.random.default_rng(seed), per_round=per_round)
+                cell = (Y @ Y[seeds].T).argmax(axis=1)
+                owners = [
+                    np.bincount(truth[cell == c], minlength=5).argmax()
+                    for c in np.unique(cell[truth == rare])
+                ]
+                kept[per_round] += int(rare in owners)
+    assert kept[6] >= kept[1] - 2, kept
