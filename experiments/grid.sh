@@ -21,8 +21,9 @@
 # (default experiments/results/grid-$SIZE[-tail]), DEVICE (default auto), ONE and FOUR
 # (the policies of each regime), PARALLEL (below). The CPU size embeds in float32, so
 # every CPU gets the same clusters and held-out split (seed 0's random run repeated on a
-# second CPU family matched to 1e-5 nats); bfloat16, auto's pick on CPUs that have it,
-# would shift a few documents.
+# second CPU family matched to 1e-5 nats), and clusters with faiss, what `auto` picked on
+# both machines then (auto now measures, and may pick bfloat16 k-means): bfloat16 would
+# shift a few documents.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-cpu}
@@ -52,7 +53,8 @@ case "$SIZE" in
   cpu)   # 1.08M parameters, 500 steps of 16 x 128 tokens
     MODEL=(--n-layer=4 --n-head=4 --n-embd=128 --context=128 --batch-size=16 --lr=2e-3
            --vocab-size=2048 --max-doc-tokens=256 --tokens=1024000 --eval-points=5)
-    DATA=(--encoder=sentence-transformers --precision=float32 --n-clusters=50) ;;
+    DATA=(--encoder=sentence-transformers --precision=float32 --kmeans-backend=faiss
+          --n-clusters=50) ;;
   gpu)   # ~12M parameters (>= 10x cpu), 500 steps of 8 x 256 tokens: the same token budget
     MODEL=(--n-layer=6 --n-head=6 --n-embd=384 --context=256 --batch-size=8 --lr=1e-3
            --vocab-size=4096 --max-doc-tokens=256 --tokens=1024000 --eval-points=5)

@@ -80,6 +80,7 @@ class ExperimentConfig:
     data_seed: int = SplitOptions.data_seed
     encoder: str = "sentence-transformers"
     precision: str = "auto"
+    kmeans_backend: str = SplitOptions.kmeans_backend
     n_clusters: int = 100
     tail_docs: int | None = SplitOptions.tail_docs
     tail_span: float = SplitOptions.tail_span
@@ -453,6 +454,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "float32", "bfloat16", "float16"),
         help="transformer precision of the embed stage (auto: bfloat16 on CPUs that have it; "
         "float32 gave the same clusters on the two CPU families tried)",
+    )
+    add(
+        "--kmeans-backend",
+        default=d.kmeans_backend,
+        help="k-means backend of the cluster stage and the independent clustering (auto: "
+        "the fastest measured on this machine, which may differ between machines; name "
+        "one to get the same clusters everywhere)",
     )
     add("--n-clusters", type=int, default=d.n_clusters)
     add("--tail-docs", type=int, default=None, help="keep a long-tailed subset of N docs")

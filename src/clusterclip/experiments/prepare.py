@@ -83,6 +83,7 @@ class SplitOptions:
     max_doc_tokens: int = 256
     independent_encoder: str = "auto"
     independent_clusters: int | None = None
+    kmeans_backend: str = "auto"  # also the independent clustering's: the same on every machine
 
     def __post_init__(self) -> None:
         if self.independent_encoder not in ("auto", *_INDEPENDENT):
@@ -166,7 +167,7 @@ class SplitStage:
         independent = independent_clustering(
             self.corpus.texts, labels, train, encoder=_independent_encoder(work, options),
             n_clusters=options.independent_clusters or int(labels.max()) + 1,
-            seed=options.data_seed + 1, folder=folder,
+            seed=options.data_seed + 1, folder=folder, backend=options.kmeans_backend,
         )  # fmt: skip
         arrays["independent"] = independent
         arrays["independent_rare"] = evaluate.rare_clusters(
@@ -199,6 +200,7 @@ def independent_clustering(
     n_clusters: int,
     seed: int,
     folder: Path,
+    backend: str = "auto",
 ) -> np.ndarray:
     """Cluster of every document in an independent clustering (-1 = excluded document).
 
@@ -222,7 +224,7 @@ def independent_clustering(
     get_encoder.cache_clear()  # the tfidf fit of another work directory must not be reused
     in_train = np.isin(members, train)
     k = min(n_clusters, int(in_train.sum()))
-    model = KMeans(k, seed=seed).fit(vectors[in_train])
+    model = KMeans(k, seed=seed, backend=backend).fit(vectors[in_train])
     out = np.full(len(labels), -1, dtype=np.int64)
     out[members] = model.predict(vectors)
     return out
@@ -326,7 +328,9 @@ def prepare(cfg: Any, *, log: Callable[[str], None] = print) -> Prepared:
 
     embed_options = EmbedOptions(encoder=cfg.encoder, text_field="text", precision=cfg.precision)
     run_stage(EmbedStage([str(source)]), work, embed_options, log=say)
-    cluster_options = ClusterOptions(n_clusters=cfg.n_clusters, seed=cfg.data_seed)
+    cluster_options = ClusterOptions(
+        n_clusters=cfg.n_clusters, seed=cfg.data_seed, backend=cfg.kmeans_backend
+    )
     run_stage(ClusterStage(), work, cluster_options, log=say)
     outcome = run_stage(SplitStage(corpus), work, SplitOptions.of(cfg), log=say)
     if outcome.action != "skipped":
