@@ -10,6 +10,7 @@ import pytest
 from clusterclip.embed.encoders import (
     CPU_BATCH_TOKENS,
     EncoderSpec,
+    _mean_token_rows,
     bucket_length,
     cpu_supports_bfloat16,
     fit_tfidf,
@@ -91,6 +92,24 @@ def test_static_one_tokenisation_equals_encode_and_count(labelled, bbc_articles)
     assert counts[-1] > encoder.model.max_length  # counted in full, embedded truncated
     # equal up to the float16 rounding of model2vec's own output
     np.testing.assert_allclose(vectors, encoder.encode(texts), rtol=0, atol=5e-4)
+
+
+def test_static_pooling_equals_numpy_mean_of_gathered_rows(labelled):
+    """The sparse product gives model2vec's gather-and-mean exactly (float16 table)."""
+    pytest.importorskip("model2vec")
+    encoder = EncoderSpec(encoder="static").build()
+    table, unknown = encoder.model.embedding, encoder.model.unk_token_id
+    texts = labelled[0] + ["", "\u2603 In \u2603 beginning"]
+    ids = [e.ids for e in encoder._untruncated.encode_batch_fast(texts, add_special_tokens=False)]
+    assert any(unknown in row for row in ids)  # the unknown-token path is exercised
+    counts = np.array([len(row) for row in ids])
+    keep = np.ones(len(ids), dtype=bool)
+    keep[3] = False  # a text left for model2vec (truncated) is a zero row here
+    got = _mean_token_rows(ids, counts, keep, table, unknown)
+    for i, row in enumerate(ids):
+        known = [t for t in row if t != unknown]
+        want = table[known].mean(axis=0).astype(np.float32) if keep[i] and known else 0.0
+        np.testing.assert_array_equal(got[i], want)
 
 
 def test_sentence_transformer_encoder(labelled):

@@ -15,7 +15,6 @@ tokens: they measure the training cost of a document, not what the encoder saw.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import hashlib
@@ -258,6 +257,49 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix
+
+
+def _mean_token_rows(
+    ids: list[list[int]],
+    counts: np.ndarray,
+    keep: np.ndarray,
+    table: np.ndarray,
+    unknown: int | None,
+) -> np.ndarray:
+    """Mean of ``table``'s rows over each kept text's token ids (unknown ids dropped).
+
+    One sparse ``(texts x vocabulary)`` product instead of a gather per text:
+    the sums run in token order in float32, as ``table[ids].mean(axis=0)`` does,
+    and the means are rounded to ``table``'s dtype as numpy's mean rounds them,
+    so the rows equal model2vec's own. Texts not kept, and texts with no known
+    token, are zero rows.
+
+    >>> table = np.array([[1, 0], [0, 1], [3, 3]], dtype=np.float16)
+    >>> _mean_token_rows([[0, 1], [2], [1]], np.array([2, 1, 1]), np.array([True, True, False]),
+    ...                  table, unknown=2).tolist()
+    [[0.5, 0.5], [0.0, 0.0], [0.0, 0.0]]
+    """
+    sparse = require_extra("scipy.sparse", "static")
+    n = len(ids)
+    flat = np.fromiter(
+        (token for row in ids for token in row), dtype=np.int64, count=int(counts.sum())
+    )
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    usable = keep[owner]
+    if unknown is not None:
+        usable &= flat != unknown
+    flat, owner = flat[usable], owner[usable]
+    known = np.bincount(owner, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(known, out=indptr[1:])
+    ones = np.ones(flat.size, dtype=np.float32)
+    matrix = sparse.csr_matrix((ones, flat, indptr), shape=(n, table.shape[0]))
+    sums = np.asarray(matrix @ np.asarray(table, dtype=np.float32), dtype=np.float32)
+    present = known > 0
+    means = sums[present] / known[present, None].astype(np.float32)
+    out = np.zeros((n, table.shape[1]), dtype=np.float32)
+    out[present] = means.astype(table.dtype).astype(np.float32)
+    return out
 
 
 def _tokenizer_counter(tokenizer: Any) -> Callable[[list[str]], np.ndarray]:
@@ -544,23 +586,15 @@ class StaticEncoder:
             return self.encode(texts), counts
         model = self.model
         limit = model.max_length
-        chars = None if limit is None else limit * model.median_token_length
-        unknown = model.unk_token_id
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        by_length: dict[int, list[int]] = collections.defaultdict(list)
-        truncated = []
-        for i, row in enumerate(ids):
-            if limit is not None and (len(texts[i]) > chars or len(row) > limit):
-                truncated.append(i)
-                continue
-            if unknown is not None and unknown in row:
-                row = ids[i] = [token for token in row if token != unknown]
-            if row:
-                by_length[len(row)].append(i)
-        for rows in by_length.values():
-            out[rows] = model.embedding[np.array([ids[i] for i in rows])].mean(axis=1)
-        if truncated:
-            out[truncated] = self.encode([texts[i] for i in truncated])
+        truncated = np.zeros(len(texts), dtype=bool)
+        if limit is not None:
+            chars = limit * model.median_token_length
+            lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+            truncated = (lengths > chars) | (counts > limit)
+        out = _mean_token_rows(ids, counts, ~truncated, model.embedding, model.unk_token_id)
+        if truncated.any():
+            rows = np.flatnonzero(truncated)
+            out[rows] = self.encode([texts[i] for i in rows.tolist()])
         return _unit_rows(out), counts
 
     def _one_pass_matches(self) -> bool:
