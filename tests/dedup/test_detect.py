@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import tracemalloc
+import unicodedata
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clusterclip.dedup.detect import (
     connect,
@@ -14,6 +18,7 @@ from clusterclip.dedup.detect import (
     near_pairs,
     normalise_text,
     second_nearest,
+    star_links,
 )
 from tests.product_support import kjv_records
 
@@ -129,3 +134,31 @@ def test_near_copies_split_by_a_cluster_border_join_through_the_second_nearest_c
     across = find_groups(rows_of, labels, threshold=0.99, neighbours=neighbours)
     assert within.representative.tolist() == [0, 1, 2, 3, 4]
     assert across.representative.tolist() == [0, 0, 2, 3, 4]
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40))
+def test_normalise_text_collapses_exactly_the_regex_whitespace(text):
+    """The split/join form equals the substitution it replaced, hashes unchanged."""
+    spaces = re.compile(r"\s+")
+    reference = spaces.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    assert normalise_text(text) == reference
+
+
+def test_normalise_text_every_unicode_space():
+    spaces = [c for c in map(chr, range(0x110000)) if re.fullmatch(r"\s", c)]
+    assert len(spaces) > 20 and all(c.isspace() for c in spaces)
+    for c in spaces:
+        assert normalise_text(f" x{c}{c}y{c}") == normalise_text("x y")
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=80))
+def test_star_links_keep_the_components_with_one_link_per_node(pairs):
+    a = np.array([p[0] for p in pairs], dtype=np.int64)
+    b = np.array([p[1] for p in pairs], dtype=np.int64)
+    sa, sb = star_links(a, b)
+    assert np.unique(sa).size == sa.size  # one link per node at most
+    assert (sb <= sa).all()
+    want = reference_components(31, a, b)
+    parent = np.arange(31)
+    connect(parent, sa, sb)
+    assert parent.tolist() == want.tolist()

@@ -25,7 +25,6 @@ matrix; the union-find is two int64 arrays of length N.
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,9 +39,8 @@ __all__ = [
     "near_pairs",
     "normalise_text",
     "second_nearest",
+    "star_links",
 ]
-
-_SPACES = re.compile(r"\s+")
 
 
 def normalise_text(text: str) -> str:
@@ -51,7 +49,9 @@ def normalise_text(text: str) -> str:
     >>> normalise_text("  The  LORD\\n is my shepherd ")
     'the lord is my shepherd'
     """
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    # str.split() splits on exactly the characters the regex \s matches (str.isspace),
+    # several times faster than a substitution
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def hash_texts(texts: Iterable[str | None], n_documents: int) -> np.ndarray:
@@ -116,23 +116,40 @@ def near_pairs(
             yield rows + start, cols + start
 
 
-def _roots(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    roots = parent[nodes]
+def star_links(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Links with the components of the pairs ``(a[i], b[i])``: each node to its lowest.
+
+    At most one link per node, whatever the number of pairs, so collected
+    links stay within the documents they touch.
+
+    >>> [x.tolist() for x in star_links(np.array([7, 7, 9]), np.array([3, 9, 3]))]
+    [[7, 9], [3, 3]]
+    """
+    nodes, inverse = np.unique(np.concatenate((a, b)), return_inverse=True)
+    local = np.arange(nodes.size, dtype=np.int64)
+    connect(local, inverse[: a.size], inverse[a.size :])
+    linked = np.flatnonzero(local != np.arange(nodes.size))
+    return nodes[linked], nodes[local[linked]]
+
+
+def _compress(parent: np.ndarray) -> None:
+    """Pointer jumping until every node points at its root (in place)."""
     while True:
-        up = parent[roots]
-        if np.array_equal(up, roots):
-            return roots
-        roots = up
+        up = parent[parent]
+        if np.array_equal(up, parent):
+            return
+        parent[:] = up
 
 
 def connect(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     """Union-find: join the components of ``a[i]`` and ``b[i]`` for every ``i`` (in place).
 
     Every root points to a smaller index, so a component's root is its lowest
-    member. Vectorised: all links are hooked at once (``parent[high] = low``);
-    where several links hook the same root only one write lands, and the
-    others are retried with the new roots, until every pair shares a root.
-    The paths are compressed at the end.
+    member. Vectorised: each round hooks, for every link whose ends have
+    different roots, the higher root onto the lower (``np.minimum.at``: when
+    several links hook one root, the lowest wins and none is lost), then
+    compresses every path; a round at least halves the roots a link chain
+    spans, so a few rounds suffice even for one node linked to thousands.
 
     >>> parent = np.arange(5)
     >>> connect(parent, np.array([4, 1, 3]), np.array([1, 2, 2]))
@@ -141,18 +158,15 @@ def connect(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
+    _compress(parent)
     while a.size:
-        ra, rb = _roots(parent, a), _roots(parent, b)
+        ra, rb = parent[a], parent[b]
         differ = ra != rb
         a, b, ra, rb = a[differ], b[differ], ra[differ], rb[differ]
         if not a.size:
             break
-        parent[np.maximum(ra, rb)] = np.minimum(ra, rb)
-    while True:  # compress: every node points at its root
-        up = parent[parent]
-        if np.array_equal(up, parent):
-            return
-        parent[:] = up
+        np.minimum.at(parent, np.maximum(ra, rb), np.minimum(ra, rb))
+        _compress(parent)
 
 
 @dataclass(frozen=True)
@@ -272,6 +286,7 @@ def find_groups(
             progress(int(members.size))
     if neighbours is not None:
         for a, b in _border_pairs(rows_of, labels, order, cuts, neighbours, threshold, block_size):
+            a, b = star_links(a, b)  # a heavily duplicated corpus finds many pairs per block
             links_a.append(a)
             links_b.append(b)
     parent = np.arange(n, dtype=np.int64)
