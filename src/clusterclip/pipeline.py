@@ -203,6 +203,9 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
         "schedule_path": str(saved.path),
         "report_path": str(outcomes["report"].result) if "report" in outcomes else None,
     }
+    result["warnings"] = (
+        list(outcomes["dedup"].summary.get("warnings", [])) if "dedup" in outcomes else []
+    )
     for name in ("embed", "cluster", "dedup"):
         if name in outcomes and outcomes[name].action != "skipped":
             result[name] = outcomes[name].summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -37,6 +38,7 @@ def test_dedup_finds_the_planted_copies(planted, capsys):
     shown = capsys.readouterr().out
     assert "dedup     skipped (up to date)" in shown  # `run` made them already
     assert "group of 51" in shown and "kept:" in shown and "copy:" in shown
+    assert "warning" not in shown  # edited copies of one verse: a family, not a chain
     groups = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
     largest = groups[0]
     members = [largest["representative"]["index"]] + [d["index"] for d in largest["duplicates"]]
@@ -87,3 +89,24 @@ def test_help_has_an_example(capsys):
         main(["dedup", "--help"])
     shown = capsys.readouterr().out
     assert "--dedup-threshold" in shown and "clusterclip dedup --workdir work --export" in shown
+
+
+def test_a_chain_of_unrelated_verses_is_warned_about(planted, tmp_path, capsys):
+    """A low threshold links verses that are not copies into one component: said plainly."""
+    work = tmp_path / "w"
+    shutil.copytree(planted[0], work)
+    assert main(["dedup", "--workdir", str(work), "--dedup-threshold", "0.2", "--overwrite"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "warning the largest near-duplicate group holds" in shown
+    assert "below the threshold 0.2" in shown and "--duplicates off" in shown
+    summary = WorkDir(work).entry("dedup")["summary"]
+    largest = summary["largest"][0]["size"]
+    assert largest > 0.01 * summary["usable_documents"]
+    assert f"holds {largest:,} of" in summary["warnings"][0]
+    # `clusterclip run` repeats it in its summary
+    corpus = planted[2] / "corpus.jsonl"
+    status = main(["run", str(corpus), "--workdir", str(work), "--n-clusters", "8", "--encoder",
+                   "tfidf", "--max-repeats", "2", "--epochs", "50", "--no-report",
+                   "--dedup-threshold", "0.2"])  # fmt: skip
+    assert status == 0
+    assert "warning:     dedup: the largest near-duplicate group" in capsys.readouterr().out

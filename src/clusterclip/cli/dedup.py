@@ -111,6 +111,7 @@ def format_summary(
         f"  time           {summary['seconds']['total']:.1f} s (hash texts "
         f"{summary['seconds']['hash']:.1f} s, compare {summary['seconds']['compare']:.1f} s)",
     ]
+    lines += [f"  warning        {text}" for text in summary.get("warnings", [])]
     for row in rows:
         head = row["representative"]
         name = head["id"] if head["id"] is not None else f"#{head['index']}"

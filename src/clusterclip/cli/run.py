@@ -149,6 +149,8 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
     )
     if advice:
         print(f"advice:      {advice}")
+    for text in result.get("warnings", []):
+        print(f"warning:     dedup: {text}")
     resolved = result.get("resolved")
     if resolved:
         print(machine_line(resolved))

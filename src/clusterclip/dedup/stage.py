@@ -163,8 +163,57 @@ class DedupStage:
                 "total": round(time.perf_counter() - started, 3),
             },
         }
+        warning = chain_warning(groups, usable, options.threshold)
+        if warning:
+            summary["warnings"] = [warning]
         result = DedupResult(work.path, groups.representative, summary)
         return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
+
+
+#: A near group larger than this share of the usable documents is reported as a chain.
+CHAIN_SHARE = 0.01
+
+
+def chain_warning(groups: DuplicateGroups, usable: int, threshold: float) -> str | None:
+    """A warning when the largest group is a chain rather than copies of one text.
+
+    Groups are connected components, so links of cosine >= ``threshold`` can
+    chain documents that are not copies of each other (``a ~ b ~ c``); the
+    schedule then draws the whole chain as one unit, sharing ``max_repeats``
+    draws, which silently removes most of it from training. Warned when the
+    largest group holds over 1% of the usable documents and most of its
+    members are further from its representative than ``threshold`` (a family of
+    edited copies stays within it; a chain drifts away).
+
+    >>> rep = np.array([0, 0, 0, 3])
+    >>> far = DuplicateGroups(rep, np.array([1, 0.8, 0.7, 1], np.float32), np.zeros(4, bool))
+    >>> chain_warning(far, usable=4, threshold=0.9)[:46]
+    'the largest near-duplicate group holds 3 of 4 '
+    >>> near = DuplicateGroups(rep, np.array([1, 0.95, 0.93, 1], np.float32), np.zeros(4, bool))
+    >>> chain_warning(near, usable=4, threshold=0.9) is None
+    True
+    """
+    rep = groups.representative
+    if not rep.size:
+        return None
+    sizes = np.bincount(rep, minlength=rep.size)
+    largest = int(sizes.argmax())
+    size = int(sizes[largest])
+    if size < 3 or size <= CHAIN_SHARE * max(usable, 1):
+        return None
+    members = np.flatnonzero(rep == largest)
+    members = members[members != largest]
+    median = float(np.median(groups.similarity[members]))
+    if median >= threshold:
+        return None
+    return (
+        f"the largest near-duplicate group holds {size:,} of {usable:,} usable documents "
+        f"({size / max(usable, 1):.1%}; representative #{largest}) and its median member "
+        f"has cosine {median:.3f} to the representative, below the threshold {threshold}: "
+        "links chain documents that are not copies of each other, and the schedule draws "
+        "the group as one unit sharing max_repeats draws. Raise --dedup-threshold (static "
+        "embeddings run higher than the transformer's) or pass --duplicates off."
+    )
 
 
 def _texts(records: Any, bar: Any) -> Any:
