@@ -195,6 +195,16 @@ def section_fit(config: dict[str, int], seed: int, backends: list[str]) -> dict[
             f"objective {objective:.5f}  {note}"
         )
 
+    if "auto" in backends:  # the steady state: the probe runs once per machine and shape
+        from clusterclip.cluster.probe import choose_backend
+
+        choice = choose_backend("auto", X, k).as_record()
+        log(
+            f"auto: {choice['backend']} ({choice['reason']}"
+            + (f", probe {choice['probe_seconds']:.2f} s, not in the fit times below"
+               if choice["reason"] == "probe" else ": no probe in this run")
+            + ")"
+        )  # fmt: skip
     for backend in backends:
         # The machine's speed drifts over minutes: the floors a Lloyd iteration is
         # compared with are measured right before and right after this fit (mean).
