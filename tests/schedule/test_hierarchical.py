@@ -315,3 +315,97 @@ def test_active_tree_prunes_up_the_path():
     assert tree.walk(u).tolist() == [0, 0, 1, 1, 3, 3]
     tree.deactivate(3)  # top 1 empties: everything goes to top 0, middle 0
     assert tree.walk(u).tolist() == [0, 0, 0, 0, 1, 1]
+
+
+# --------------------------------------------------------------------------- the stage and CLI
+
+
+@pytest.fixture(scope="module")
+def flat_workdir(tmp_path_factory):
+    """A work directory clustered flat (8 clusters of KJV verses), no schedule options used."""
+    import json
+
+    from clusterclip.cli import main
+    from tests.product_support import kjv_records
+
+    root = tmp_path_factory.mktemp("hierarchical")
+    corpus = root / "corpus.jsonl"
+    records = kjv_records(step=60)
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    work = root / "w"
+    status = main(["run", str(corpus), "--workdir", str(work), "--n-clusters", "8", "--encoder",
+                   "tfidf", "--duplicates", "off", "--no-report"])  # fmt: skip
+    assert status == 0
+    return work
+
+
+def test_the_stage_draws_down_the_work_directory_tree(flat_workdir, monkeypatch, capsys):
+    # Stands in for the hierarchical cluster stage's WorkDir.levels() (another branch):
+    # clusters 0-3 under 0, 4-7 under 1.
+    from clusterclip.cli import main
+    from clusterclip.io import WorkDir
+
+    def levels(self):
+        labels = self.labels()
+        return np.where(labels >= 0, labels // 4, -1).astype(np.int32)[:, None]
+
+    monkeypatch.setattr(WorkDir, "levels", levels, raising=False)
+    args = ["schedule", "--workdir", str(flat_workdir), "--policy", "hierarchical",
+            "--max-repeats", "2", "--num-samples", "500", "--duplicates", "off", "--seed", "3"]  # fmt: skip
+    assert main(args) == 0
+    work = WorkDir(flat_workdir)
+    saved = work.schedule()
+    labels = work.labels()
+    expected = _quiet_build(
+        labels, policy="hierarchical", levels=levels(work), max_repeats=2, num_samples=500, seed=3
+    )
+    assert np.array_equal(np.asarray(saved.indices), expected.indices)
+    assert saved.config["levels_fingerprint"] == expected.config.levels_fingerprint is not None
+
+
+def test_the_stage_refuses_a_flat_cluster_stage(flat_workdir, monkeypatch, capsys):
+    from clusterclip.cli import main
+    from clusterclip.io import WorkDir
+
+    monkeypatch.setattr(WorkDir, "levels", lambda self: None, raising=False)
+    args = ["schedule", "--workdir", str(flat_workdir), "--policy", "hierarchical",
+            "--num-samples", "50", "--duplicates", "off"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "has no cluster tree" in err and "--levels ...` first" in err
+
+
+@pytest.mark.skipif(
+    not hasattr(__import__("clusterclip.io", fromlist=["WorkDir"]).WorkDir, "levels"),
+    reason="MERGE: WorkDir.levels() comes with the hierarchical cluster stage (wt-hkm); "
+    "this runs the real accessor once both branches are merged",
+)
+def test_after_merge_a_flat_work_directory_has_no_levels_and_is_refused(flat_workdir, capsys):
+    from clusterclip.cli import main
+    from clusterclip.io import WorkDir
+
+    assert WorkDir(flat_workdir).levels() is None
+    args = ["schedule", "--workdir", str(flat_workdir), "--policy", "hierarchical",
+            "--num-samples", "50", "--duplicates", "off"]  # fmt: skip
+    assert main(args) == 2
+    assert "--levels ...` first" in capsys.readouterr().err
+
+
+def test_the_cli_refuses_hierarchical_over_a_labels_file(tmp_path, capsys):
+    from clusterclip.cli import main
+
+    np.save(tmp_path / "labels.npy", np.array([0, 1, 1]))
+    args = ["schedule", "--labels", str(tmp_path / "labels.npy"), "--out", str(tmp_path / "s.npy"),
+            "--policy", "hierarchical", "--num-samples", "5"]  # fmt: skip
+    assert main(args) == 2
+    assert "--policy hierarchical needs the cluster tree" in capsys.readouterr().err
+
+
+def test_the_cli_refuses_planned_hierarchical(tmp_path, capsys):
+    from clusterclip.cli import main
+
+    np.save(tmp_path / "labels.npy", np.array([0, 1, 1]))
+    args = ["schedule", "--labels", str(tmp_path / "labels.npy"), "--out", str(tmp_path / "s.npy"),
+            "--policy", "hierarchical", "--order", "planned", "--num-samples", "5"]  # fmt: skip
+    assert main(args) == 2
+    assert "--order planned does not support --policy hierarchical" in capsys.readouterr().err
