@@ -284,6 +284,19 @@ def test_excluded_documents_are_ignored_and_sparse_ids_kept():
     assert sorted(schedule.indices.tolist()) == [0, 0, 2, 2, 3, 3, 5, 5]
 
 
+def test_near_duplicate_units_draw_down_the_tree():
+    # Documents 0-2 are copies (one unit in leaf 0); the unit's members take turns and
+    # together appear at most R times, while the tree still splits draws per top node.
+    labels = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    levels = np.array([[0], [0], [0], [0], [0], [1], [1], [1], [1]])
+    duplicate_of = np.array([0, 0, 0, 3, 4, 5, 6, 7, 8])
+    kwargs = {"policy": "hierarchical", "levels": levels, "max_repeats": 3, "seed": 4}
+    schedule = _quiet_build(labels, num_samples=100, duplicate_of=duplicate_of, **kwargs)
+    counts = np.bincount(schedule.indices, minlength=9)
+    assert counts[:3].sum() == 3 and counts[3:].max() == 3
+    assert schedule.indices.size == 3 * 7  # 7 units, R passes each
+
+
 def test_settings_that_do_not_combine_are_refused():
     labels = np.array([0, 1])
     with pytest.raises(
