@@ -491,16 +491,16 @@ class SchedulePolicy:
                 f"Pass {hint('policy', 'hierarchical')} to draw down the cluster tree.",
             )
         hierarchy = validate_levels(levels, labels)
-        units, grouping = None, {}
+        units, optional = None, {}  # config fields recorded only when used
         if duplicate_of is not None:
             representatives = validate_duplicate_of(duplicate_of, labels)
             units = Units(representatives, labels)
-            grouping = {
+            optional = {
                 "duplicates": "group",
                 "duplicates_fingerprint": fingerprint_array(representatives),
             }
         if hierarchy is not None:  # the tree, not the rows: excluded rows do not count
-            grouping["levels_fingerprint"] = hierarchy.fingerprint()
+            optional["levels_fingerprint"] = hierarchy.fingerprint()
         lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
         if self.num_tokens is not None and lengths_array is None:
             raise invalid(
@@ -528,7 +528,7 @@ class SchedulePolicy:
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
                 schedule_version=self.schedule_version,
-                **grouping,
+                **optional,
             ),
             units,
             hierarchy,
