@@ -181,6 +181,20 @@ def _plan(weights, caps, total):
     return plan
 
 
+def _walk(paths, active, u):
+    """``policy="hierarchical"``: the leaf one uniform picks, level by level (module docs)."""
+    depth = len(next(iter(paths.values())))
+    prefix = ()
+    for level in range(depth):
+        nodes = sorted({paths[k][level] for k in active if paths[k][:level] == prefix})
+        m = len(nodes)
+        y = u * m
+        i = min(int(y), m - 1)
+        u = y - i
+        prefix = (*prefix, nodes[i])
+    return prefix[-1]
+
+
 def oracle_schedule(
     labels,
     *,
@@ -196,12 +210,20 @@ def oracle_schedule(
     seed,
     schedule_version=3,
     planned_total=None,
+    levels=None,
 ):
     """Return (indices list, clip_step dict {cluster: position}, exhausted_at or None).
 
     ``planned_total`` overrides the planned budget in draws (used for token budgets).
+    ``levels`` (with ``policy="hierarchical"``): the ancestors of each document's
+    cluster, coarsest first; each draw then walks the tree of the active clusters.
     """
     labels = [int(x) for x in labels]
+    paths = None
+    if levels is not None:  # cluster -> (ancestors..., cluster), from any of its documents
+        paths = {
+            x: (*(int(v) for v in row), x) for x, row in zip(labels, levels, strict=True) if x >= 0
+        }
     if policy == "uniform":
         max_repeats = None
     sizes, weights = _weights(labels, policy, alpha, cluster_weights)
@@ -269,7 +291,9 @@ def oracle_schedule(
                 chosen = windows.next(is_clipped)
             else:
                 chosen = None
-                if active:
+                if active and paths is not None:
+                    chosen = _walk(paths, active, uniforms.at(position))
+                elif active:
                     m = len(active)
                     ws = active_weights
                     if m == 1:

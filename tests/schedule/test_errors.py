@@ -116,7 +116,7 @@ def test_alpha_missing_or_misplaced():
         (
             "policy",
             "balanced",
-            r"`policy` must be one of 'random', 'uniform', 'clusterclip', 'temperature'; got 'balanced'",
+            r"`policy` must be one of 'random', 'uniform', 'clusterclip', 'temperature', 'hierarchical'; got 'balanced'",
         ),
         ("order", "spread", r"`order` must be one of 'online', 'planned'; got 'spread'"),
         (

@@ -74,7 +74,7 @@ def test_keyword_defaults_are_the_policy_defaults(function):
 
 
 def test_policies_are_registered_objects():
-    assert list(POLICIES) == ["random", "uniform", "clusterclip", "temperature"]
+    assert list(POLICIES) == ["random", "uniform", "clusterclip", "temperature", "hierarchical"]
     assert POLICIES["uniform"].effective_max_repeats(3) is None
     assert POLICIES["clusterclip"].effective_max_repeats(3) == 3
     assert POLICIES["random"].single_group

@@ -86,10 +86,11 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     ----------
     labels : array_like of int, shape (N,)
         Cluster id of every dataset index (negative = never sampled).
-    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, schedule_version, duplicate_of
+    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, schedule_version, duplicate_of, levels
         Exactly as :func:`clusterclip.build_schedule`; the sampler yields the
         same global sequence (``duplicate_of``: near-duplicate groups drawn as
-        units, their members taking turns).
+        units, their members taking turns; ``levels``: the cluster tree of
+        ``policy="hierarchical"``, whose fingerprint a checkpoint records).
     rank, world_size : int
         This process's rank and the number of ranks (``0 <= rank < world_size``).
     drop_last : bool
@@ -175,6 +176,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         world_size: int = 1,
         drop_last: bool = True,
         duplicate_of: Any = None,
+        levels: Any = None,
     ) -> None:
         self._place(rank, world_size, drop_last)
         self._stream = SchedulePolicy(
@@ -188,7 +190,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
             on_exhausted=on_exhausted,
             seed=seed,
             schedule_version=schedule_version,
-        ).stream(labels, lengths, duplicate_of=duplicate_of)
+        ).stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
         self.config: ScheduleConfig = self._stream.config
         self._total: int | None = None
         if self.config.num_tokens is None:  # the length is known without a pass

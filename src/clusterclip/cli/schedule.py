@@ -126,6 +126,12 @@ def run(args: argparse.Namespace) -> int:
         return _run_workdir(args.workdir, options)
     if args.out is None:
         raise ClusterClipError("--labels needs --out FILE (the schedule .npy to write).")
+    if options.policy == "hierarchical":  # a labels file carries no tree: it would run flat
+        raise ClusterClipError(
+            "--policy hierarchical needs the cluster tree, which a --labels file does not "
+            "carry: use --workdir W after `clusterclip cluster --levels ...`, or pass levels "
+            "through the Python API (build_schedule(labels, policy='hierarchical', levels=...))."
+        )
     return _run_files(args, options)
 
 

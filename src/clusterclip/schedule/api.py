@@ -48,6 +48,7 @@ def open_stream(
     seed: int,
     schedule_version: int | None = None,
     duplicate_of: Any = None,
+    levels: Any = None,
 ) -> ScheduleStream:
     """Validate every argument and return the engine (used by the adapters and the CLI).
 
@@ -71,7 +72,7 @@ def open_stream(
         on_exhausted=on_exhausted,
         seed=seed,
         schedule_version=schedule_version,
-    ).stream(labels, lengths, duplicate_of=duplicate_of)
+    ).stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
 
 
 def build_schedule(
@@ -89,6 +90,7 @@ def build_schedule(
     seed: int,
     schedule_version: int | None = None,
     duplicate_of: Any = None,
+    levels: Any = None,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
 
@@ -100,11 +102,13 @@ def build_schedule(
     ----------
     labels : array_like of int, shape (N,)
         Cluster id of every document; negative ids are excluded.
-    policy : {"clusterclip", "uniform", "temperature", "random"}
+    policy : {"clusterclip", "uniform", "temperature", "random", "hierarchical"}
         ``clusterclip``: clusters drawn uniformly, documents clipped at
         ``max_repeats``; ``uniform``: the same without clip (``max_repeats`` is
         ignored); ``temperature``: cluster weights ``|C_k|**alpha`` (clip if
-        ``max_repeats`` is not None); ``random``: shuffled passes over the corpus.
+        ``max_repeats`` is not None); ``random``: shuffled passes over the corpus;
+        ``hierarchical``: uniform over the top level of ``levels``, then over
+        the chosen node's children, down to a cluster, clipped as ``clusterclip``.
     max_repeats : int or None
         Most appearances of any document (R); None = no clip.
     num_samples, num_tokens : int
@@ -135,6 +139,12 @@ def build_schedule(
         its members taking turns (occurrence ``p`` emits member ``p % g``), so
         a group's members together appear at most ``max_repeats`` times.
         None (default): every document is its own unit.
+    levels : array_like of int, shape (N, L - 1), optional
+        ``policy="hierarchical"`` only: the ancestors of every document's
+        cluster, coarsest first (e.g. ``WorkDir(W).levels()`` after a
+        hierarchical cluster stage, or a source -> topic taxonomy). Every
+        cluster needs one ancestor path; rows of excluded documents are
+        ignored. None: the flat ``clusterclip`` rule.
 
     Returns
     -------
@@ -165,7 +175,7 @@ def build_schedule(
         on_exhausted=on_exhausted,
         seed=seed,
         schedule_version=schedule_version,
-    ).build(labels, lengths, duplicate_of=duplicate_of)
+    ).build(labels, lengths, duplicate_of=duplicate_of, levels=levels)
 
 
 def iter_schedule(
@@ -185,6 +195,7 @@ def iter_schedule(
     start: int = 0,
     block_size: int = 65536,
     duplicate_of: Any = None,
+    levels: Any = None,
 ) -> Iterator[np.ndarray]:
     """Stream the global schedule in int64 blocks, from global position ``start``.
 
@@ -223,4 +234,11 @@ def iter_schedule(
         on_exhausted=on_exhausted,
         seed=seed,
         schedule_version=schedule_version,
-    ).iterate(labels, lengths, start=start, block_size=block_size, duplicate_of=duplicate_of)
+    ).iterate(
+        labels,
+        lengths,
+        start=start,
+        block_size=block_size,
+        duplicate_of=duplicate_of,
+        levels=levels,
+    )

@@ -110,6 +110,10 @@ class ScheduleConfig:
     ``duplicate_of`` array; ``"off"`` (the default) is left out of
     :meth:`to_dict`, so such a config, its fingerprint and saved schedules are
     exactly those of the versions before grouping existed.
+    ``levels_fingerprint`` is the fingerprint of the cluster tree of
+    ``policy="hierarchical"`` (:meth:`~clusterclip.schedule.hierarchy.Hierarchy.fingerprint`),
+    None (and left out of :meth:`to_dict`) for a flat run, so that a
+    checkpoint or saved schedule refuses a changed tree.
     """
 
     policy: str
@@ -127,14 +131,17 @@ class ScheduleConfig:
     schedule_version: int = SCHEDULE_VERSION
     duplicates: str = "off"
     duplicates_fingerprint: str | None = None
+    levels_fingerprint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (tuples become lists; the duplicates fields only when grouping)."""
+        """Plain JSON-ready dict (tuples become lists; the duplicates and levels fields only when used)."""
         out = asdict(self)
         if out["cluster_weights"] is not None:
             out["cluster_weights"] = list(out["cluster_weights"])
         if self.duplicates == "off":
             del out["duplicates"], out["duplicates_fingerprint"]
+        if self.levels_fingerprint is None:
+            del out["levels_fingerprint"]
         return out
 
     @classmethod

@@ -48,6 +48,7 @@ from clusterclip.schedule.groups import (
     seed_sequence,
     window_passes,
 )
+from clusterclip.schedule.hierarchy import ActiveTree, Hierarchy
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
 from clusterclip.schedule.stats import compute_stats
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # the policy module builds on this one
 __all__ = [
     "DRAW_RULES",
     "DrawRule",
+    "HierarchicalChooser",
     "OnlineChooser",
     "Prepared",
     "ScheduleStream",
@@ -216,6 +218,9 @@ class Prepared:
         Whether any cap can be reached (else the schedule is the uncapped one).
     capped_total : int or None
         Draws available before every group is clipped (None if no cap ends the schedule).
+    tree_paths : ndarray of int64, shape (K, L - 1), or None
+        ``policy="hierarchical"``: the ancestors of every group's cluster,
+        coarsest first (:mod:`clusterclip.schedule.hierarchy`); None: flat.
     """
 
     def __init__(
@@ -225,6 +230,7 @@ class Prepared:
         config: ScheduleConfig,
         policy: Policy,
         units: Units | None = None,
+        hierarchy: Hierarchy | None = None,
     ) -> None:
         self.config = config
         self.policy = policy
@@ -259,6 +265,10 @@ class Prepared:
             members = _members_by_group(labels, group_of)
             keys = self.cluster_ids
             purpose = PURPOSE_CLUSTER_PASS
+        # policy="hierarchical": the ancestor path of every group's leaf (None: flat).
+        self.tree_paths = None
+        if hierarchy is not None and not policy.single_group:
+            self.tree_paths = hierarchy.paths_of(self.cluster_ids)
         self.caps, self.capped_total = _caps(sizes, config.max_repeats)
         self.capped = bool((self.caps < NO_CAP).any())
         self.rule = DRAW_RULES[config.schedule_version]
@@ -461,6 +471,30 @@ class OnlineChooser:
         return int(reached[order[starts + room - 1]].min())
 
 
+class HierarchicalChooser(OnlineChooser):
+    """The online rule of ``policy="hierarchical"``: uniform per level, down a cluster tree.
+
+    Same segments, clip detection and counts as :class:`OnlineChooser` (the
+    leaves are its groups, all of weight 1); only the mapping of uniforms to
+    groups walks the tree (:class:`~clusterclip.schedule.hierarchy.ActiveTree`),
+    and a clip also prunes the tree (O(depth x fan-out)). With one active
+    leaf both rules pick it, so the flat shortcut of the base class stays.
+    """
+
+    def __init__(self, prep: Prepared) -> None:
+        super().__init__(prep)
+        self.tree = ActiveTree(prep.tree_paths, prep.cluster_ids)  # every cap > 0: all active
+
+    def _map(self, u: np.ndarray) -> np.ndarray:
+        if self.n_active == 1:
+            return super()._map(u)
+        return self.tree.walk(u)
+
+    def _deactivate(self, group: int) -> None:
+        super()._deactivate(group)
+        self.tree.deactivate(group)
+
+
 def _earliest(*bounds: int | None) -> int | None:
     """The smallest bound that is not None (None when all are)."""
     given = [b for b in bounds if b is not None]
@@ -480,7 +514,8 @@ class _BlockOnline:
 
     def __init__(self, prep: Prepared) -> None:
         self.groups = prep.groups
-        self.chooser = OnlineChooser(prep)
+        flat = prep.tree_paths is None
+        self.chooser = OnlineChooser(prep) if flat else HierarchicalChooser(prep)
 
     def seek(self, start: int, end: int | None) -> int:
         block = start // CHOICE_BLOCK

@@ -40,7 +40,8 @@ class ScheduleOptions:
     policy: str = option(
         DEFAULT_POLICY,
         "Sampling policy: clusterclip (uniform over clusters + clip), uniform (no clip), "
-        "temperature (weights |C_k|^alpha), random (shuffled passes).",
+        "temperature (weights |C_k|^alpha), random (shuffled passes), hierarchical "
+        "(uniform per level of the cluster tree of `cluster --levels`, + clip).",
         choices=tuple(POLICIES),
     )
     max_repeats: int | None = option(

@@ -43,6 +43,7 @@ from clusterclip.schedule.config import (
     validate_lengths,
 )
 from clusterclip.schedule.engine import Prepared, ScheduleStream, materialise, rechunk
+from clusterclip.schedule.hierarchy import Hierarchy, validate_levels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.units import Units, validate_duplicate_of
@@ -94,6 +95,9 @@ class Policy:
     single_group : bool
         Whether every usable document forms one group drawn in shuffled passes
         (``random``), instead of one group per cluster.
+    uses_levels : bool
+        Whether clusters are drawn down a tree given by ``levels``
+        (``hierarchical``, :mod:`clusterclip.schedule.hierarchy`).
 
     Examples
     --------
@@ -109,6 +113,7 @@ class Policy:
     accepts_alpha: bool = False
     accepts_weights: bool = False
     single_group: bool = False
+    uses_levels: bool = False
 
     def effective_max_repeats(self, max_repeats: int | None) -> int | None:
         """The clip this policy applies for the ``max_repeats`` the user gave."""
@@ -200,6 +205,12 @@ POLICIES: dict[str, Policy] = {
             "clusters weighted by |C_k|**alpha, clipped at max_repeats if given",
             accepts_alpha=True,
         ),
+        Policy(
+            "hierarchical",
+            "uniform over the top level of a cluster tree (levels), then over children, "
+            "down to documents, clipped at max_repeats",
+            uses_levels=True,
+        ),
     )
 }
 
@@ -244,8 +255,9 @@ class SchedulePolicy:
 
     Parameters
     ----------
-    policy : {"clusterclip", "uniform", "temperature", "random"}
-        See :data:`POLICIES`.
+    policy : {"clusterclip", "uniform", "temperature", "random", "hierarchical"}
+        See :data:`POLICIES`. ``hierarchical`` draws down the cluster tree
+        given as ``levels`` when applied (online order, default draw rule).
     max_repeats : int or None
         Most appearances of any document (R); None = no clip.
     num_samples, num_tokens : int or None
@@ -355,6 +367,7 @@ class SchedulePolicy:
         self._check_budget()
         self._check_alpha(kind)
         self._check_weights(kind)
+        self._check_levels_rule(kind)
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # normalising a frozen value once, when made
@@ -429,6 +442,26 @@ class SchedulePolicy:
             )
         self._set("cluster_weights", tuple(float(w) for w in array))
 
+    def _check_levels_rule(self, kind: Policy) -> None:
+        if not kind.uses_levels:
+            return
+        if self.order != "online":
+            raise invalid(
+                "order",
+                f"'online' with {hint('policy', kind.name)}",
+                self.order,
+                f"{hint('order', 'planned')} does not support {hint('policy', kind.name)} "
+                "(its plan is per cluster, not per level): use the online order.",
+            )
+        if self.schedule_version == 3:
+            raise invalid(
+                "schedule_version",
+                f"the default rule (None) with {hint('policy', kind.name)}",
+                self.schedule_version,
+                "The version-3 windows draw over a flat cluster list; leave "
+                f"{spell('schedule_version')} unset.",
+            )
+
     # -- the registered policy and the recorded config ----------------------
     @property
     def kind(self) -> Policy:
@@ -446,18 +479,28 @@ class SchedulePolicy:
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
     def _resolve(
-        self, labels: Any, lengths: Any, duplicate_of: Any = None
-    ) -> tuple[np.ndarray, np.ndarray | None, ScheduleConfig, Units | None]:
-        """Validated labels and lengths, the config this value gives for them, the units."""
+        self, labels: Any, lengths: Any, duplicate_of: Any = None, levels: Any = None
+    ) -> tuple[np.ndarray, np.ndarray | None, ScheduleConfig, Units | None, Hierarchy | None]:
+        """Validated labels and lengths, the config they give, the units and the cluster tree."""
         labels = validate_labels(labels)
-        units, grouping = None, {}
+        if levels is not None and not self.kind.uses_levels:
+            raise invalid(
+                "levels",
+                f"None unless {hint('policy', 'hierarchical')}",
+                f"levels with {hint('policy', self.policy)}",
+                f"Pass {hint('policy', 'hierarchical')} to draw down the cluster tree.",
+            )
+        hierarchy = validate_levels(levels, labels)
+        units, optional = None, {}  # config fields recorded only when used
         if duplicate_of is not None:
             representatives = validate_duplicate_of(duplicate_of, labels)
             units = Units(representatives, labels)
-            grouping = {
+            optional = {
                 "duplicates": "group",
                 "duplicates_fingerprint": fingerprint_array(representatives),
             }
+        if hierarchy is not None:  # the tree, not the rows: excluded rows do not count
+            optional["levels_fingerprint"] = hierarchy.fingerprint()
         lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
         if self.num_tokens is not None and lengths_array is None:
             raise invalid(
@@ -485,9 +528,10 @@ class SchedulePolicy:
                 if lengths_array is None
                 else fingerprint_array(lengths_array),
                 schedule_version=self.schedule_version,
-                **grouping,
+                **optional,
             ),
             units,
+            hierarchy,
         )
 
     def _weights_for(self, labels: np.ndarray) -> tuple[float, ...] | None:
@@ -514,7 +558,7 @@ class SchedulePolicy:
 
     # -- applying it ----------------------------------------------------------
     def config_for(
-        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None
+        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None, levels: Any = None
     ) -> ScheduleConfig:
         """The recorded, fingerprinted :class:`ScheduleConfig` for these inputs.
 
@@ -528,6 +572,11 @@ class SchedulePolicy:
             Representative of every document's near-duplicate group (its own
             index when it has no copy): each group is drawn as one unit whose
             members take turns (:mod:`clusterclip.schedule.units`). None: no grouping.
+        levels : array_like of int, shape (N, L - 1), optional
+            ``policy="hierarchical"`` only: the ancestors of every document's
+            cluster, coarsest first (:mod:`clusterclip.schedule.hierarchy`);
+            rows of excluded documents are ignored. None: a flat run (the
+            ``clusterclip`` rule).
 
         Examples
         --------
@@ -535,10 +584,10 @@ class SchedulePolicy:
         ...     np.array([0, 1])).max_repeats is None
         True
         """
-        return self._resolve(labels, lengths, duplicate_of)[2]
+        return self._resolve(labels, lengths, duplicate_of, levels)[2]
 
     def stream(
-        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None
+        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None, levels: Any = None
     ) -> ScheduleStream:
         """The streaming engine of this policy over ``labels`` (what the adapters read).
 
@@ -552,10 +601,14 @@ class SchedulePolicy:
         >>> int(sum(block.size for block in stream.blocks(0)))
         6
         """
-        labels, lengths_array, config, units = self._resolve(labels, lengths, duplicate_of)
-        return ScheduleStream(Prepared(labels, lengths_array, config, self.kind, units))
+        labels, lengths_array, config, units, hierarchy = self._resolve(
+            labels, lengths, duplicate_of, levels
+        )
+        return ScheduleStream(Prepared(labels, lengths_array, config, self.kind, units, hierarchy))
 
-    def build(self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None) -> Schedule:
+    def build(
+        self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None, levels: Any = None
+    ) -> Schedule:
         """The whole schedule in memory: indices, statistics and config.
 
         Same result as :func:`clusterclip.build_schedule` with these settings.
@@ -566,7 +619,7 @@ class SchedulePolicy:
         >>> SchedulePolicy(max_repeats=1, num_samples=4, seed=3).build(labels).indices.size
         4
         """
-        stream = self.stream(labels, lengths, duplicate_of=duplicate_of)
+        stream = self.stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
         draws = expected_draws(
             stream.end, num_tokens=self.num_tokens, labels=stream.prep.labels,
             lengths=stream.prep.lengths,
@@ -582,6 +635,7 @@ class SchedulePolicy:
         start: int = 0,
         block_size: int = 65536,
         duplicate_of: Any = None,
+        levels: Any = None,
     ) -> Iterator[np.ndarray]:
         """The global schedule in int64 blocks of ``block_size`` from position ``start``.
 
@@ -595,5 +649,5 @@ class SchedulePolicy:
         """
         start = _check_int("start", start, 0)
         block_size = _check_int("block_size", block_size, 1)
-        stream = self.stream(labels, lengths, duplicate_of=duplicate_of)
+        stream = self.stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
         return rechunk(stream.blocks(start), block_size)

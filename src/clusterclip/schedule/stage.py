@@ -1,7 +1,8 @@
 """The schedule stage: a work directory's labels -> ``schedule.npy`` + ``schedule.json``.
 
-Reads the labels (and token counts for a token budget, and the near-duplicate
-groups of the dedup stage when ``duplicates="group"``) through
+Reads the labels (and token counts for a token budget, the near-duplicate
+groups of the dedup stage when ``duplicates="group"``, and the cluster tree of
+a hierarchical cluster stage for ``policy="hierarchical"``) through
 :class:`clusterclip.io.WorkDir`, streams the schedule with a progress bar and
 saves it. The runner (:mod:`clusterclip.runner`) decides whether it runs.
 """
@@ -21,6 +22,7 @@ from clusterclip.schedule.api import materialise, open_stream
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.options import ScheduleOptions
+from clusterclip.schedule.policy import POLICIES
 
 __all__ = ["ScheduleStage", "build_with_progress"]
 
@@ -53,11 +55,28 @@ class ScheduleStage:
                     "pass --duplicates off (duplicates='off') to draw every document on its own."
                 )
             found["dedup.duplicates"] = work.output("dedup.duplicates")
+        # MERGE (issue 14): with policy="hierarchical", the cluster stage's output that
+        # holds the tree belongs here too, unless it is part of cluster.clusters.
         return found
 
     @staticmethod
     def _duplicate_of(work: WorkDir, options: ScheduleOptions) -> np.ndarray | None:
         return work.duplicate_of() if options.duplicates == "group" else None
+
+    @staticmethod
+    def _levels(work: WorkDir, options: ScheduleOptions) -> np.ndarray | None:
+        """The cluster tree (N, L - 1) for ``policy="hierarchical"``, else None."""
+        if not POLICIES[options.policy].uses_levels:
+            return None
+        levels = work.levels()  # ancestors of every document's cluster, or None (flat run)
+        if levels is None:
+            raise ClusterClipError(
+                f"work directory {work.path} has no cluster tree: its cluster stage wrote no "
+                f"levels, and policy 'hierarchical' draws down them. Run `clusterclip cluster "
+                f"--workdir {work.path} --levels ...` first, or pick another --policy "
+                "(e.g. clusterclip)."
+            )
+        return levels
 
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> Schedule:
         """The saved schedule (its stats recomputed from the file)."""
@@ -68,6 +87,7 @@ class ScheduleStage:
         labels = work.labels()
         lengths = work.n_tokens() if options.num_tokens is not None else None
         self._duplicate_of(work, options)  # stale or missing groups: refused here
+        self._levels(work, options)  # a flat cluster stage under policy="hierarchical": refused
         draws, estimated = _draws_at_most(options, labels, lengths)
         check_fits(draws, estimated=estimated)
 
@@ -77,8 +97,9 @@ class ScheduleStage:
         labels = work.labels()
         lengths = work.n_tokens() if options.num_tokens is not None else None
         schedule, budget, caught = build_with_progress(
-            labels, options, lengths=lengths, duplicate_of=self._duplicate_of(work, options)
-        )
+            labels, options, lengths=lengths, duplicate_of=self._duplicate_of(work, options),
+            levels=self._levels(work, options),
+        )  # fmt: skip
         for warning in caught:  # shown once more by the caller's summary; keep the user's filters
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
@@ -124,12 +145,14 @@ def build_with_progress(
     lengths: Any = None,
     cluster_weights: Any = None,
     duplicate_of: Any = None,
+    levels: Any = None,
 ) -> tuple[Schedule, dict[str, Any], list[warnings.WarningMessage]]:
     """Stream the schedule of ``options`` with a progress bar; collect its warnings.
 
     ``cluster_weights`` replaces ``options.cluster_weights`` when given (a file's
     weights on the command line); ``duplicate_of`` (the near-duplicate groups)
-    is used when ``options.duplicates == "group"``. Returns the schedule, the budget it was built
+    is used when ``options.duplicates == "group"``; ``levels`` (the cluster
+    tree) with ``policy="hierarchical"``. Returns the schedule, the budget it was built
     for (``num_samples`` / ``num_tokens``) and the warnings raised meanwhile.
     """
     from clusterclip.progress import progress_bar
@@ -146,6 +169,7 @@ def build_with_progress(
             order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
             schedule_version=options.schedule_version,
             duplicate_of=duplicate_of if options.duplicates == "group" else None,
+            levels=levels,
         )  # fmt: skip
         draws = expected_draws(
             stream.end, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
