@@ -353,3 +353,17 @@ def test_cli_cluster_with_levels_prints_them(capsys, tmp_path, mixture):
     assert "stability      not measured for hierarchical k-means" in out
     manifest = json.loads((work / "manifest.json").read_text("utf-8"))
     assert manifest["stages"]["cluster"]["config"]["levels"] == [3, 8]
+
+
+def test_level_centroids_file_is_byte_identical_across_writes(tmp_path, fitted):
+    import time
+
+    work = WorkDir(tmp_path)
+    first = work.write_level_centroids(fitted.level_centroids_, fitted.parents_)
+    data = (tmp_path / "level_centroids.npz").read_bytes()
+    time.sleep(2.1)  # zip timestamps have a 2-second resolution
+    assert work.write_level_centroids(fitted.level_centroids_, fitted.parents_) == first
+    assert (tmp_path / "level_centroids.npz").read_bytes() == data
+    with np.load(tmp_path / "level_centroids.npz") as stored:
+        np.testing.assert_array_equal(stored["centroids_2"], fitted.centroids_)
+        np.testing.assert_array_equal(stored["parents_1"], fitted.parents_[0])

@@ -457,9 +457,5 @@ def _write_outputs(
     if tree is None:
         work.path_of("level_centroids").unlink(missing_ok=True)  # a former hierarchical run's
         return outputs
-    with atomic_path(work.path_of("level_centroids")) as tmp, open(tmp, "wb") as handle:
-        arrays = {f"centroids_{i}": c for i, c in enumerate(tree.centroids)}
-        arrays.update({f"parents_{i + 1}": p for i, p in enumerate(tree.parents)})
-        np.savez(handle, **arrays)
-    outputs["level_centroids"] = work.fingerprint("level_centroids")
+    outputs["level_centroids"] = work.write_level_centroids(tree.centroids, tree.parents)
     return outputs

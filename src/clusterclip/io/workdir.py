@@ -415,6 +415,33 @@ class WorkDir:
             parents = [stored[f"parents_{i}"] for i in range(1, count)]
         return centroids, parents
 
+    def write_level_centroids(
+        self, centroids: list[np.ndarray] | tuple[np.ndarray, ...],
+        parents: list[np.ndarray] | tuple[np.ndarray, ...],
+    ) -> str:  # fmt: skip
+        """Write ``level_centroids.npz`` (read by :meth:`level_centroids`); return its fingerprint.
+
+        Atomic, and byte-identical for the same arrays: the zip members carry a
+        fixed timestamp, so a rerun (or another engine) writes the same file.
+        """
+        import io
+        import zipfile
+
+        arrays = [
+            (f"centroids_{i}", np.asarray(c, dtype=np.float32)) for i, c in enumerate(centroids)
+        ]
+        arrays += [
+            (f"parents_{i + 1}", np.asarray(p, dtype=np.int32)) for i, p in enumerate(parents)
+        ]
+        target = self.path_of("level_centroids")
+        with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as archive:
+            for name, array in arrays:
+                buffer = io.BytesIO()
+                np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
+                member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                archive.writestr(member, buffer.getvalue())
+        return self.fingerprint("level_centroids")
+
     def centroids(self) -> np.ndarray:
         """float32 ``(K, dim)`` centroids of the cluster stage."""
         path = self.path_of("centroids")
