@@ -234,7 +234,10 @@ class Tree:
 
         Keeps the ``beam`` best nodes per level; the cost per row is about
         ``beam * sum(branching factors)`` products of length ``d``. Rows are
-        grouped by node: one matrix product per (node, beam slot).
+        grouped by node: one matrix product per (node, beam slot). With
+        ``beam`` at least the largest level above the leaves, every leaf is
+        scored and the result is the exact nearest leaf. Nodes left without
+        leaves (:meth:`without_leaves`) are skipped.
         """
         with _one_thread():
             return self._descend(np.ascontiguousarray(unit, dtype=np.float32), beam)
@@ -257,8 +260,10 @@ class Tree:
                 groups, starts = np.unique(column[order], return_index=True)
                 ends = np.append(starts[1:], n)
                 for parent, start, end in zip(groups, starts, ends, strict=True):
+                    if parent < 0:  # no candidate in this slot
+                        continue
                     low, high = offsets[parent], offsets[parent + 1]
-                    if parent < 0 or high == low:
+                    if high == low:
                         continue
                     rows = order[start:end]
                     block = unit[rows] @ centroids[low:high].T
