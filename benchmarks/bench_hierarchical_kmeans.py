@@ -23,8 +23,8 @@ the times and the ratio of fit + assignment to the 600 s target.
 
 Run::
 
-    PYTHONPATH=src python benchmarks/bench_hierarchical.py           # ~5 min on 2 cores
-    PYTHONPATH=src python benchmarks/bench_hierarchical.py --quick   # 10**5 docs, 10**4 leaves
+    PYTHONPATH=src python benchmarks/bench_hierarchical_kmeans.py           # ~5 min on 2 cores
+    PYTHONPATH=src python benchmarks/bench_hierarchical_kmeans.py --quick   # 10**5 docs, 10**4 leaves
 """
 
 from __future__ import annotations
