@@ -17,7 +17,8 @@ Field metadata
 --------------
 ``help``      one line shown in ``--help`` and the docs table (required)
 ``kind``      ``str``, ``int``, ``float``, ``bool``, ``int_or_none`` (``none``/``inf``
-              mean None), ``list_float`` (TOML only), ``seed`` (an int in
+              mean None), ``list_float`` (TOML only), ``list_int`` (``100,3000`` on the
+              command line, a list in TOML; ``minimum`` applies to each), ``seed`` (an int in
               [0, 2**63-1], see :func:`check_seed`); default ``str``
 ``choices``   allowed values
 ``minimum``   smallest allowed number
@@ -54,6 +55,7 @@ __all__ = [
     "from_mapping",
     "option",
     "options_table",
+    "parse_int_list",
     "parse_repeats",
 ]
 
@@ -146,11 +148,29 @@ def parse_repeats(text: str) -> int | None:
         ) from None
 
 
+def parse_int_list(text: str) -> tuple[int, ...]:
+    """Parse comma-separated ints (``""`` or ``none``: the empty tuple).
+
+    >>> parse_int_list("100,3000"), parse_int_list("")
+    ((100, 3000), ())
+    """
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated ints such as 100,3000; got {text!r}"
+        ) from None
+
+
 def _rule(field: dataclasses.Field) -> str:
     kind = field.metadata.get("kind", "str")
     minimum = field.metadata.get("minimum")
     if kind == "seed":
         return "an int in [0, 2**63-1]"
+    if kind == "list_int":
+        return "a list of ints" + ("" if minimum is None else f" in [{int(minimum)}, inf)")
     above = field.metadata.get("above")
     unbounded = f" or {none_word()} (no limit)" if kind == "int_or_none" else ""
     if kind in ("int", "int_or_none", "float") and (minimum is not None or above is not None):
@@ -187,10 +207,14 @@ def _check_one(field: dataclasses.Field, value: Any) -> Any:
         "bool": isinstance(value, bool),
         "list_float": isinstance(value, (list, tuple))
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+        "list_int": isinstance(value, (list, tuple))
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
     }[kind]
     minimum = field.metadata.get("minimum")
     if ok and minimum is not None and kind in ("int", "int_or_none", "float"):
         ok = value >= minimum
+    if ok and minimum is not None and kind == "list_int":
+        ok = all(v >= minimum for v in value)
     above = field.metadata.get("above")
     if ok and above is not None and kind in ("int", "int_or_none", "float"):
         ok = value > above
@@ -205,10 +229,15 @@ def _check_one(field: dataclasses.Field, value: Any) -> Any:
         return float(value)
     if kind == "list_float":
         return tuple(float(v) for v in value)
+    if kind == "list_int":
+        normalised = tuple(int(v) for v in value)
+        return value if normalised == value else normalised
     return value
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "none"
     return (
         "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
     )
@@ -304,9 +333,14 @@ def add_flags(
         if kind == "bool":
             parser.add_argument(_flag(field), action="store_const", const=not default, **common)
             continue
-        parse = {"int": int, "seed": int, "float": float, "str": str, "int_or_none": parse_repeats}[
-            kind
-        ]
+        parse = {
+            "int": int,
+            "seed": int,
+            "float": float,
+            "str": str,
+            "int_or_none": parse_repeats,
+            "list_int": parse_int_list,
+        }[kind]
         choices = field.metadata.get("choices")
         parser.add_argument(
             _flag(field),

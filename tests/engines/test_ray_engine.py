@@ -232,6 +232,27 @@ def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
     assert ours["engine"] == "ray"
 
 
+def test_hierarchical_assignment_on_ray_equals_local(ray_run, tmp_path):
+    """With levels, the Ray actors descend the same tree: same leaves, scores and levels."""
+    runs = {}
+    for engine in ("local", "ray"):
+        workdir = tmp_path / engine
+        shutil.copytree(ray_run, workdir)
+        options = {"engine_options": {"num_workers": 2}} if engine == "ray" else {}
+        runs[engine] = (workdir, clusterclip.cluster(
+            workdir, n_clusters=40, levels=(3, 12), seed=0, backend="numpy",
+            assign_batch_size=BLOCK_ROWS, stability_sample=0, engine=engine, **options,
+        ))  # fmt: skip
+    (local_dir, local), (ray_dir, ray) = runs["local"], runs["ray"]
+    np.testing.assert_array_equal(ray.labels, local.labels)
+    np.testing.assert_array_equal(ray.scores, local.scores)
+    np.testing.assert_array_equal(ray.levels, local.levels)
+    assert ray.levels.shape == (len(ray.labels), 2)
+    assert (ray.levels[ray.labels == -1] == -1).all()
+    for name in ("clusters.parquet", "level_centroids.npz"):
+        assert (ray_dir / name).read_bytes() == (local_dir / name).read_bytes()
+
+
 def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):
     status = main(["embed", str(corpus), "--workdir", str(tmp_path), "--num-workers", "2"])
     assert status == 2

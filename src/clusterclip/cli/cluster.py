@@ -15,6 +15,7 @@ DESCRIPTION = (
 EXAMPLE = """example:
   clusterclip embed corpus.jsonl --workdir work
   clusterclip cluster --workdir work --n-clusters 100 --seed 0
+  clusterclip cluster --workdir work --n-clusters 100000 --levels 100,3000
   clusterclip cluster --workdir work --n-clusters 100 --engine ray --num-workers 8
 """
 
@@ -47,6 +48,8 @@ def _small_line(summary: dict[str, Any]) -> str:
 def stability_line(summary: dict[str, Any]) -> str:
     """One line on the seed stability of a cluster summary (what a user reads in a run)."""
     stability = summary.get("stability")
+    if not stability and summary.get("levels"):
+        return "  stability      not measured for hierarchical k-means (levels)"
     if not stability:
         return "  stability      not measured (stability_sample 0)"
     return (
@@ -60,7 +63,18 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
     """The one-screen summary printed at the end."""
     sizes = summary["sizes"]
     seconds = summary.get("seconds", {})
-    init = summary.get("init", {})
+    init = summary.get("init") or {}
+    levels = summary.get("levels")
+    fit_line = (
+        f"  fit            sample {summary['sample_size']:,} documents, {summary['n_iter']} iterations, "
+        f"init {init.get('init')} (pool {init.get('pool_size', 0):,})"
+    )
+    if levels:
+        fit_line = (
+            f"  levels         {' > '.join(f'{k:,}' for k in levels['n_clusters'])} clusters, "
+            f"coarse to fine (fit sample {summary['sample_size']:,} documents; assigned coarse "
+            f"to fine, beam {levels['beam']})"
+        )
     lines = [
         f"clustered {summary['clustered_documents']:,} of {summary['documents']:,} documents "
         f"into {summary['n_clusters']:,} clusters ({summary['excluded_documents']:,} excluded, not ok)",
@@ -70,13 +84,13 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
         _small_line(summary),
         f"  objective      {summary['objective']:.4f} mean cosine on the fit sample "
         f"({summary['mean_score']:.4f} over all documents)",
-        f"  fit            sample {summary['sample_size']:,} documents, {summary['n_iter']} iterations, "
-        f"init {init.get('init')} (pool {init.get('pool_size', 0):,})",
+        fit_line,
         f"  backend        {backend_line(summary)}",
         stability_line(summary),
         f"  time           fit {seconds.get('fit', 0):.1f} s, assign {seconds.get('assign', 0):.1f} s, "
         f"stability {seconds.get('stability', 0):.1f} s, total {seconds.get('total', 0):.1f} s",
-        f"  wrote          {workdir}/centroids.npy, {workdir}/clusters.parquet",
+        f"  wrote          {workdir}/centroids.npy, {workdir}/clusters.parquet"
+        + (f", {workdir}/level_centroids.npz" if levels else ""),
     ]
     return "\n".join(lines)
 

@@ -11,6 +11,14 @@ no part of the stage. ``clusterclip.cluster.inspect_clusters`` still resolves to
 >>> X = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
 >>> KMeans(2, seed=0, backend="numpy").fit(X).cluster_centers_.shape
 (2, 2)
+
+Hierarchical k-means (levels above the leaves, assigned coarse to fine):
+
+>>> from clusterclip.cluster import HierarchicalKMeans
+>>> Y = np.concatenate([X + 0.01 * i for i in range(4)])
+>>> model = HierarchicalKMeans(4, levels=(2,), seed=0, backend="numpy").fit(Y)
+>>> model.parents_[0].tolist(), model.predict(Y).shape
+([0, 0, 1, 1], (16,))
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from clusterclip._callable import make_module_callable
 #: Public name -> module defining it, imported on first use: reading the stage's
 #: options (clusterclip.cluster.options, for the CLI) must not load k-means.
 _LAZY = {
+    "HierarchicalKMeans": "clusterclip.cluster.hierarchical",
     "KMeans": "clusterclip.cluster.kmeans",
     "assign": "clusterclip.cluster.kmeans",
     "assign_matrix": "clusterclip.cluster.kmeans",

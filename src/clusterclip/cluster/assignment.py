@@ -13,6 +13,7 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from clusterclip.cluster.kmeans import assign
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
 
-__all__ = ["AssignWorker", "Block", "assign_files", "plan_blocks"]
+__all__ = ["AssignWorker", "Block", "TreeAssignWorker", "assign_files", "plan_blocks"]
 
 #: ``(part file, first row, end row, global row of the first row)``.
 Block = tuple[str, int, int, int]
@@ -63,6 +64,26 @@ class AssignWorker:
         return np.asarray(labels, dtype=np.int32), np.asarray(scores, dtype=np.float32)
 
 
+class TreeAssignWorker(AssignWorker):
+    """Like :class:`AssignWorker`, but coarse to fine down a hierarchical k-means tree.
+
+    Pass ``functools.partial(TreeAssignWorker, tree, beam)``; each call returns the
+    leaf (int32) and its cosine (float32) of every row, as
+    :meth:`clusterclip.cluster.hierarchical.Tree.assign` gives them.
+    """
+
+    def __init__(self, tree: Any, beam: int) -> None:
+        super().__init__(tree.centroids[-1], "numpy")
+        self.tree, self.beam = tree, int(beam)
+
+    def __call__(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
+        path, start, stop, offset = block
+        if path not in self.files:
+            self.files[path] = np.load(path, mmap_mode="r")
+        rows = np.asarray(self.files[path][start:stop])
+        return self.tree.assign(rows, beam=self.beam, offset=offset)
+
+
 def plan_blocks(paths: Sequence[str | os.PathLike[str]], block_rows: int) -> list[Block]:
     """Cut the files (stacked by rows, in this order) into blocks of at most ``block_rows``.
 
@@ -87,6 +108,8 @@ def assign_files(
     engine: str = "local",
     options: RayOptions | None = None,
     progress: bool = False,
+    tree: Any = None,
+    beam: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Assign every row of the embedding part files to its nearest centroid.
 
@@ -106,6 +129,9 @@ def assign_files(
         See :func:`clusterclip.engines.map_shards`.
     progress : bool
         A progress bar on stderr.
+    tree : clusterclip.cluster.hierarchical.Tree, optional
+        Assign coarse to fine down this tree (``centroids`` are then its leaves)
+        with ``beam`` nodes kept per level, instead of exactly.
 
     Returns
     -------
@@ -124,7 +150,10 @@ def assign_files(
     total = blocks[-1][3] + blocks[-1][2] - blocks[-1][1] if blocks else 0
     labels = np.empty(total, dtype=np.int32)
     scores = np.empty(total, dtype=np.float32)
-    worker = functools.partial(AssignWorker, centroids, backend)
+    if tree is None:
+        worker: Any = functools.partial(AssignWorker, centroids, backend)
+    else:
+        worker = functools.partial(TreeAssignWorker, tree, beam)
     tasks = [(block[3], block) for block in blocks]
     done = 0  # rows filled so far: results come back in row order
     bar = progress_bar(total=total, desc="assign", unit="doc") if progress else None

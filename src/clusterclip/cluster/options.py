@@ -61,6 +61,25 @@ class ClusterOptions:
     assign_batch_size: int = option(
         65_536, "Rows per assignment block (memory, not results).", kind="int", minimum=1
     )
+    levels: tuple[int, ...] = option(
+        (),
+        "Hierarchical k-means: cluster counts of the levels above the n_clusters leaves, coarse "
+        "to fine, increasing (e.g. 100,3000); each document is assigned coarse to fine and "
+        "clusters.parquet gains level_0, level_1, ... columns. Empty: flat k-means.",
+        kind="list_int",
+        minimum=1,
+    )
+    beam: int = option(
+        1,
+        "With levels: nodes kept per level by the coarse-to-fine assignment (1: greedy; more "
+        "is closer to the exact nearest leaf and costs proportionally more).",
+        kind="int",
+        minimum=1,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.levels and self.n_clusters is not None:
+            from clusterclip.cluster.hierarchical import check_levels
+
+            check_levels(self.levels, self.n_clusters)

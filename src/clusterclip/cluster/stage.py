@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.cluster.assignment import assign_files
+from clusterclip.cluster.hierarchical import HierarchicalKMeans, Tree, dissolve_small_leaves
 from clusterclip.cluster.kmeans import KMeans
 from clusterclip.cluster.options import ClusterOptions
 from clusterclip.cluster.small import dissolve_small_clusters, effective_min_size
@@ -45,6 +46,9 @@ class ClusterResult:
         Sizes, balance, objective, sample size, backend, timings.
     skipped : bool
         True when the work directory already held this exact result.
+    levels : numpy.ndarray of int32, shape (N, L-1), or None
+        With ``levels``: each document's cluster on every level above its leaf,
+        coarse to fine (``-1`` for non-``ok`` documents); None for flat k-means.
     """
 
     workdir: Path
@@ -53,6 +57,7 @@ class ClusterResult:
     centroids: np.ndarray
     summary: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False
+    levels: np.ndarray | None = None
 
 
 class _RowView:
@@ -124,6 +129,8 @@ def cluster(
     min_cluster_size: int = ClusterOptions.min_cluster_size,
     stability_sample: int = ClusterOptions.stability_sample,
     assign_batch_size: int = ClusterOptions.assign_batch_size,
+    levels: tuple[int, ...] = ClusterOptions.levels,
+    beam: int = ClusterOptions.beam,
     overwrite: bool = False,
     engine: str = "local",
     engine_options: Mapping[str, Any] | None = None,
@@ -155,6 +162,18 @@ def cluster(
         holds the ARI and the share of document pairs kept together. 0 turns it off.
     assign_batch_size : int
         Embedding rows read per block (memory: ``assign_batch_size * (d + K) * 4`` bytes).
+    levels : tuple of int
+        Hierarchical k-means (:class:`~clusterclip.cluster.HierarchicalKMeans`): the
+        cluster counts of the levels above the ``n_clusters`` leaves, coarse to fine,
+        increasing. Every document is assigned coarse to fine; ``clusters.parquet``
+        gains int32 columns ``level_0`` .. ``level_{L-2}`` (read them with
+        :meth:`clusterclip.io.WorkDir.levels`) and ``level_centroids.npz`` holds every
+        level's centroids. Small leaves are dissolved within the tree
+        (:func:`~clusterclip.cluster.hierarchical.dissolve_small_leaves`); the seed
+        stability is not measured (``summary["stability"]`` is None). Requires
+        ``n_init=1``. Empty (the default): flat k-means.
+    beam : int
+        With ``levels``: nodes kept per level by the coarse-to-fine assignment.
     overwrite : bool
         Replace a previous result made with other settings or inputs (otherwise refuse).
     engine : {"local", "ray"}
@@ -172,7 +191,8 @@ def cluster(
         Labels (int32, ``-1`` for non-``ok`` documents), scores, centroids, summary.
 
     Writes ``centroids.npy`` (float32, unit rows), ``clusters.parquet`` (``index``
-    int64, ``cluster`` int32, ``score`` float32) and the ``cluster`` manifest entry.
+    int64, ``cluster`` int32, ``score`` float32, and with ``levels`` ``level_0`` ..
+    int32) and the ``cluster`` manifest entry.
     Same seed + same inputs + same backend on the same machine -> same labels; a
     rerun with the same settings and inputs returns the stored result.
 
@@ -186,7 +206,7 @@ def cluster(
         n_clusters=n_clusters, seed=seed, n_iter=n_iter,
         max_points_per_centroid=max_points_per_centroid, init=init, n_init=n_init,
         backend=backend, min_cluster_size=min_cluster_size, stability_sample=stability_sample,
-        assign_batch_size=assign_batch_size,
+        assign_batch_size=assign_batch_size, levels=levels, beam=beam,
     )  # fmt: skip
     stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress)
     outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
@@ -225,6 +245,7 @@ class ClusterStage:
         return ClusterResult(
             workdir=work.path, labels=work.labels(), scores=work.scores(),
             centroids=work.centroids(), summary=dict(entry.get("summary", {})), skipped=True,
+            levels=work.levels(),
         )  # fmt: skip
 
     def run(self, work: WorkDir, options: ClusterOptions, *, resume: bool) -> StageOutput:
@@ -236,12 +257,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     started = time.perf_counter()
     if options.n_clusters is None:
         raise invalid("n_clusters", "an int in [1, inf)", None, f"Pass {hint('n_clusters', 100)}.")
-    model = KMeans(
-        options.n_clusters, seed=options.seed, n_iter=options.n_iter,
-        max_points_per_centroid=options.max_points_per_centroid, init=options.init,
-        n_init=options.n_init, backend=options.backend, batch_size=options.assign_batch_size,
-        min_cluster_size=options.min_cluster_size, verbose=stage.progress,
-    )  # fmt: skip
+    model = _model(options, stage)
     model._validate()
     ok = work.ok_mask()
     embeddings = work.embeddings()
@@ -270,23 +286,31 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     data = embeddings if len(usable) == len(ok) else _RowView(embeddings, usable)
     model.fit(data)
     fitted = time.perf_counter()
-    centroids = model.cluster_centers_
+    tree = model.tree_ if options.levels else None
+    centroids = model.centroids_ if tree is not None else model.cluster_centers_
     labels, scores = assign_files(
         embeddings.paths, centroids, backend=model.backend_,
         block_rows=options.assign_batch_size, engine=stage.engine, options=stage.ray_options,
-        progress=stage.progress,
+        progress=stage.progress, tree=tree, beam=options.beam,
     )  # fmt: skip
     labels = np.asarray(labels, dtype=np.int32)
     scores = np.asarray(scores, dtype=np.float32)
     labels[~ok] = -1
     scores[~ok] = 0.0
-    labels, scores, centroids, small = dissolve_small_clusters(
-        labels, scores, centroids, lambda rows: embeddings[rows],
-        min_size=effective_min_size(options.min_cluster_size, len(usable), options.n_clusters),
-    )  # fmt: skip
+    min_size = effective_min_size(options.min_cluster_size, len(usable), options.n_clusters)
+    if tree is None:
+        labels, scores, centroids, small = dissolve_small_clusters(
+            labels, scores, centroids, lambda rows: embeddings[rows], min_size=min_size
+        )
+    else:
+        labels, scores, tree, small = dissolve_small_leaves(
+            labels, scores, tree, lambda rows: embeddings[rows], min_size=min_size,
+            beam=options.beam,
+        )  # fmt: skip
+        centroids = tree.centroids[-1]
     assigned = time.perf_counter()
     stability = None
-    if options.stability_sample > 0:
+    if options.stability_sample > 0 and tree is None:
         from clusterclip.cluster.stability import seed_stability
 
         stability = seed_stability(
@@ -294,7 +318,8 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             sample_size=options.stability_sample, init=options.init, backend=model.backend_,
             batch_size=options.assign_batch_size,
         )  # fmt: skip
-    outputs = _write_outputs(work, labels, scores, centroids)
+    levels = None if tree is None else tree.ancestors(labels)
+    outputs = _write_outputs(work, labels, scores, centroids, levels=levels, tree=tree)
     summary = cluster_summary(labels, scores, len(centroids))
     summary.update(
         {
@@ -304,12 +329,12 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             "dissolved_documents": int(sum(d["size"] for d in small["dissolved"])),
             "objective": round(model.objective_, 6),
             "sample_size": model.sample_size_,
-            "n_iter": model.n_iter_,
+            "n_iter": getattr(model, "n_iter_", None),
             "backend": model.backend_,
             "backend_choice": model.backend_choice_,
             "threads": _threads(),
             "stability": stability,
-            "init": model.init_,
+            "init": getattr(model, "init_", None),
             "seconds": {
                 "fit": round(fitted - started, 3),
                 "assign": round(assigned - fitted, 3),
@@ -318,16 +343,59 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             },
         }
     )
+    if tree is not None:
+        summary["levels"] = _levels_summary(options, model, tree, levels)
     record: dict[str, Any] = {
         "engine": stage.engine,
-        "fit_stats": model.stats_,
+        "fit_stats": model.stats_ if tree is None else model.level_stats_,
         "small_clusters": small,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
     }
     if model.backend_ == "faiss" or options.backend in ("auto", "faiss"):
         record["blas"] = _blas_record()
-    result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False)
+    result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
+                           levels=levels)  # fmt: skip
     return StageOutput(outputs, summary, record, result)
+
+
+def _model(options: ClusterOptions, stage: ClusterStage) -> Any:
+    """The estimator the options ask for: flat KMeans, or HierarchicalKMeans with levels."""
+    if not options.levels:
+        return KMeans(
+            options.n_clusters, seed=options.seed, n_iter=options.n_iter,
+            max_points_per_centroid=options.max_points_per_centroid, init=options.init,
+            n_init=options.n_init, backend=options.backend, batch_size=options.assign_batch_size,
+            min_cluster_size=options.min_cluster_size, verbose=stage.progress,
+        )  # fmt: skip
+    if options.n_init != 1:
+        raise invalid(
+            "n_init",
+            "1 when levels are given (hierarchical k-means fits each node once)",
+            options.n_init,
+            f"Pass {hint('n_init', 1)}, or leave out levels for flat k-means.",
+        )
+    return HierarchicalKMeans(
+        options.n_clusters, levels=options.levels, seed=options.seed, n_iter=options.n_iter,
+        max_points_per_centroid=options.max_points_per_centroid, init=options.init,
+        backend=options.backend, batch_size=options.assign_batch_size,
+        min_cluster_size=options.min_cluster_size, beam=options.beam, verbose=stage.progress,
+    )  # fmt: skip
+
+
+def _levels_summary(
+    options: ClusterOptions, model: Any, tree: Tree, levels: np.ndarray
+) -> dict[str, Any]:
+    """The hierarchy in the stage summary: counts per level (coarse to fine, leaves last)."""
+    kept = levels[:, 0] >= 0 if levels.shape[1] else np.zeros(0, dtype=bool)
+    used = [int(len(np.unique(levels[kept, level]))) for level in range(levels.shape[1])]
+    return {
+        "requested": [*map(int, options.levels), int(options.n_clusters)],
+        "n_clusters": [len(c) for c in tree.centroids],
+        "non_empty": used,  # of the levels above the leaves, in the same order
+        "beam": int(options.beam),
+        "fit": model.level_stats_,
+        "stability": "not measured for hierarchical runs",
+    }
 
 
 def _threads() -> dict[str, Any]:
@@ -361,7 +429,13 @@ def _blas_record() -> dict[str, Any]:
 
 
 def _write_outputs(
-    work: WorkDir, labels: np.ndarray, scores: np.ndarray, centroids: np.ndarray
+    work: WorkDir,
+    labels: np.ndarray,
+    scores: np.ndarray,
+    centroids: np.ndarray,
+    *,
+    levels: np.ndarray | None = None,
+    tree: Tree | None = None,
 ) -> dict[str, str]:
     pa = require_extra("pyarrow", "io")
     pq = require_extra("pyarrow.parquet", "io")
@@ -374,6 +448,14 @@ def _write_outputs(
             "score": pa.array(scores.astype(np.float32)),
         }
     )
+    if levels is not None:  # coarse to fine, the levels above the leaf
+        for level in range(levels.shape[1]):
+            table = table.append_column(f"level_{level}", pa.array(levels[:, level]))
     with atomic_path(work.path_of("clusters")) as tmp:
         pq.write_table(table, tmp)
-    return {"clusters": work.fingerprint("clusters"), "centroids": work.fingerprint("centroids")}
+    outputs = {"clusters": work.fingerprint("clusters"), "centroids": work.fingerprint("centroids")}
+    if tree is None:
+        work.path_of("level_centroids").unlink(missing_ok=True)  # a former hierarchical run's
+        return outputs
+    outputs["level_centroids"] = work.write_level_centroids(tree.centroids, tree.parents)
+    return outputs

@@ -22,6 +22,8 @@ accessor            file                             checked
 ``labels()``        ``clusters.parquet``             clusters made from the current embeddings
 ``scores()``        ``clusters.parquet``             same
 ``centroids()``     ``centroids.npy``                same
+``levels()``        ``clusters.parquet``             same (None for flat k-means)
+``level_centroids`` ``level_centroids.npz``          same (None for flat k-means)
 ``duplicate_of()``  ``duplicates.parquet``           groups made from the current clusters
 ``schedule()``      ``schedule.npy`` + ``.json``     schedule made from the current clusters
 ``report()``        ``report.json``                  report made from the current schedule
@@ -73,6 +75,7 @@ ARTIFACTS: dict[str, str] = {
     "tfidf": "embed-tfidf.npz",
     "clusters": "clusters.parquet",
     "centroids": "centroids.npy",
+    "level_centroids": "level_centroids.npz",
     "duplicates": "duplicates.parquet",
     "schedule": "schedule.npy",
     "schedule_meta": "schedule.json",
@@ -364,6 +367,80 @@ class WorkDir:
     def scores(self) -> np.ndarray:
         """float32 ``(N,)``: cosine of every document to its centroid."""
         return self._clusters_table("score").astype(np.float32, copy=False)
+
+    def levels(self) -> np.ndarray | None:
+        """int32 ``(N, L-1)``: every document's cluster on each level above its leaf, or None.
+
+        Written by a hierarchical cluster stage (``levels=(k_1, ..., k_{L-1})``):
+        column ``l`` is the ``level_l`` column of ``clusters.parquet``, coarse to
+        fine (column 0 has ``k_1`` clusters); the leaf is :meth:`labels`. Ids are
+        global per level, and a leaf's ancestors are its row here. ``-1`` on
+        every level where the leaf is ``-1`` (excluded documents). None when the
+        stage ran flat k-means. Rows in index order; refused when the embeddings
+        changed after clustering.
+
+        >>> WorkDir("work").levels().shape  # doctest: +SKIP
+        (1000000, 2)
+        """
+        self.require_fresh("cluster")
+        path = self.path_of("clusters")
+        if not path.exists():
+            self._clusters_table("cluster")  # raises the missing-file error
+        pq = require_extra("pyarrow.parquet", "io")
+        names = [n for n in pq.read_schema(path).names if n.startswith("level_")]
+        if not names:
+            return None
+        names.sort(key=lambda name: int(name.removeprefix("level_")))
+        table = pq.read_table(path, columns=["index", *names])
+        index = table.column("index").to_numpy()
+        levels = np.stack([table.column(n).to_numpy() for n in names], axis=1).astype(np.int32)
+        if len(index) and not np.array_equal(index, np.arange(len(index))):
+            levels = levels[np.argsort(index, kind="stable")]
+        return np.ascontiguousarray(levels)
+
+    def level_centroids(self) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+        """``(centroids, parents)`` of a hierarchical cluster stage, or None for flat k-means.
+
+        ``centroids[l]`` is float32 ``(k_l, dim)``, coarse to fine, the last the
+        leaves (equal to :meth:`centroids`); ``parents[l]`` is int32 ``(k_{l+1},)``,
+        the level-``l`` parent of each node one level down.
+        """
+        self.require_fresh("cluster")
+        path = self.path_of("level_centroids")
+        if not path.exists():
+            return None
+        with np.load(path) as stored:
+            count = sum(1 for name in stored.files if name.startswith("centroids_"))
+            centroids = [stored[f"centroids_{i}"] for i in range(count)]
+            parents = [stored[f"parents_{i}"] for i in range(1, count)]
+        return centroids, parents
+
+    def write_level_centroids(
+        self, centroids: list[np.ndarray] | tuple[np.ndarray, ...],
+        parents: list[np.ndarray] | tuple[np.ndarray, ...],
+    ) -> str:  # fmt: skip
+        """Write ``level_centroids.npz`` (read by :meth:`level_centroids`); return its fingerprint.
+
+        Atomic, and byte-identical for the same arrays: the zip members carry a
+        fixed timestamp, so a rerun (or another engine) writes the same file.
+        """
+        import io
+        import zipfile
+
+        arrays = [
+            (f"centroids_{i}", np.asarray(c, dtype=np.float32)) for i, c in enumerate(centroids)
+        ]
+        arrays += [
+            (f"parents_{i + 1}", np.asarray(p, dtype=np.int32)) for i, p in enumerate(parents)
+        ]
+        target = self.path_of("level_centroids")
+        with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as archive:
+            for name, array in arrays:
+                buffer = io.BytesIO()
+                np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
+                member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                archive.writestr(member, buffer.getvalue())
+        return self.fingerprint("level_centroids")
 
     def centroids(self) -> np.ndarray:
         """float32 ``(K, dim)`` centroids of the cluster stage."""

@@ -157,7 +157,8 @@ def _stability_section(data: dict[str, Any]) -> str:
     if not stability:
         return (
             "<p class=muted>Not measured (the cluster stage ran with stability_sample = 0, "
-            "or before it measured stability).</p>"
+            "with levels (hierarchical k-means, where it is not measured), or before it "
+            "measured stability).</p>"
         )
     return (
         f"<p>Agreement between these clusters and a k-means with another seed, on "
