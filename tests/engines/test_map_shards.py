@@ -32,7 +32,8 @@ def test_local_builds_no_worker_without_tasks():
     assert list(map_shards([], factory)) == []
 
 
-def test_local_takes_one_task_at_a_time():
+def test_local_reads_one_task_ahead_not_the_stream():
+    """The next task is read while the current one runs; memory holds two, not all."""
     taken = []
 
     def tasks():
@@ -42,7 +43,9 @@ def test_local_takes_one_task_at_a_time():
 
     results = map_shards(tasks(), functools.partial(Tagged, 1))
     next(results)
-    assert taken == [0]
+    assert taken == [0, 10]
+    next(results)
+    assert taken == [0, 10, 20]
 
 
 def test_engine_names_and_options_are_checked():

@@ -352,48 +352,47 @@ def flat_workdir(tmp_path_factory):
     return work
 
 
-def test_the_stage_draws_down_the_work_directory_tree(flat_workdir, monkeypatch, capsys):
-    # Stands in for the hierarchical cluster stage's WorkDir.levels() (another branch):
-    # clusters 0-3 under 0, 4-7 under 1.
+@pytest.fixture(scope="module")
+def tree_workdir(tmp_path_factory):
+    """The same verses clustered in levels (3 top nodes, 12 leaves) by the real cluster stage."""
+    import json
+
     from clusterclip.cli import main
+    from tests.product_support import kjv_records
+
+    root = tmp_path_factory.mktemp("hierarchical-tree")
+    corpus = root / "corpus.jsonl"
+    records = kjv_records(step=60)
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    work = root / "w"
+    status = main(["run", str(corpus), "--workdir", str(work), "--n-clusters", "12", "--levels",
+                   "3", "--encoder", "tfidf", "--duplicates", "off", "--no-report",
+                   "--policy", "hierarchical", "--max-repeats", "2", "--num-samples", "500",
+                   "--seed", "3"])  # fmt: skip
+    assert status == 0
+    return work
+
+
+def test_run_draws_down_the_tree_the_cluster_stage_wrote(tree_workdir):
     from clusterclip.io import WorkDir
 
-    def levels(self):
-        labels = self.labels()
-        return np.where(labels >= 0, labels // 4, -1).astype(np.int32)[:, None]
-
-    monkeypatch.setattr(WorkDir, "levels", levels, raising=False)
-    args = ["schedule", "--workdir", str(flat_workdir), "--policy", "hierarchical",
-            "--max-repeats", "2", "--num-samples", "500", "--duplicates", "off", "--seed", "3"]  # fmt: skip
-    assert main(args) == 0
-    work = WorkDir(flat_workdir)
+    work = WorkDir(tree_workdir)
+    levels, labels = work.levels(), work.labels()
+    assert levels is not None and levels.shape == (labels.size, 1)
+    kept = labels >= 0
+    assert set(np.unique(levels[kept]).tolist()) <= {0, 1, 2}
     saved = work.schedule()
-    labels = work.labels()
     expected = _quiet_build(
-        labels, policy="hierarchical", levels=levels(work), max_repeats=2, num_samples=500, seed=3
+        labels, policy="hierarchical", levels=levels, max_repeats=2, num_samples=500, seed=3
     )
     assert np.array_equal(np.asarray(saved.indices), expected.indices)
     assert saved.config["levels_fingerprint"] == expected.config.levels_fingerprint is not None
+    # the flat rule over the same leaves is another order: the tree was used
+    flat = _quiet_build(labels, policy="clusterclip", max_repeats=2, num_samples=500, seed=3)
+    assert not np.array_equal(flat.indices, expected.indices)
 
 
-def test_the_stage_refuses_a_flat_cluster_stage(flat_workdir, monkeypatch, capsys):
-    from clusterclip.cli import main
-    from clusterclip.io import WorkDir
-
-    monkeypatch.setattr(WorkDir, "levels", lambda self: None, raising=False)
-    args = ["schedule", "--workdir", str(flat_workdir), "--policy", "hierarchical",
-            "--num-samples", "50", "--duplicates", "off"]  # fmt: skip
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert "has no cluster tree" in err and "--levels ...` first" in err
-
-
-@pytest.mark.skipif(
-    not hasattr(__import__("clusterclip.io", fromlist=["WorkDir"]).WorkDir, "levels"),
-    reason="MERGE: WorkDir.levels() comes with the hierarchical cluster stage (wt-hkm); "
-    "this runs the real accessor once both branches are merged",
-)
-def test_after_merge_a_flat_work_directory_has_no_levels_and_is_refused(flat_workdir, capsys):
+def test_a_flat_work_directory_has_no_levels_and_is_refused(flat_workdir, capsys):
     from clusterclip.cli import main
     from clusterclip.io import WorkDir
 
@@ -401,7 +400,8 @@ def test_after_merge_a_flat_work_directory_has_no_levels_and_is_refused(flat_wor
     args = ["schedule", "--workdir", str(flat_workdir), "--policy", "hierarchical",
             "--num-samples", "50", "--duplicates", "off"]  # fmt: skip
     assert main(args) == 2
-    assert "--levels ...` first" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has no cluster tree" in err and "--levels ...` first" in err
 
 
 def test_the_cli_refuses_hierarchical_over_a_labels_file(tmp_path, capsys):

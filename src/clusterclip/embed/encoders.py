@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -268,33 +269,32 @@ def _mean_token_rows(
 ) -> np.ndarray:
     """Mean of ``table``'s rows over each kept text's token ids (unknown ids dropped).
 
-    One sparse ``(texts x vocabulary)`` product instead of a gather per text:
-    the sums run in token order in float32, as ``table[ids].mean(axis=0)`` does,
-    and the means are rounded to ``table``'s dtype as numpy's mean rounds them,
-    so the rows equal model2vec's own. Texts not kept, and texts with no known
-    token, are zero rows.
+    One ``torch.nn.functional.embedding_bag`` sum over all texts instead of a
+    gather per text: each bag is summed in token order in float32, as
+    ``table[ids].mean(axis=0)`` sums, and the means are rounded to ``table``'s
+    dtype as numpy's mean rounds them, so the rows equal model2vec's own
+    (tested). Texts not kept, and texts with no known token, are zero rows.
 
     >>> table = np.array([[1, 0], [0, 1], [3, 3]], dtype=np.float16)
     >>> _mean_token_rows([[0, 1], [2], [1]], np.array([2, 1, 1]), np.array([True, True, False]),
     ...                  table, unknown=2).tolist()
     [[0.5, 0.5], [0.0, 0.0], [0.0, 0.0]]
     """
-    sparse = require_extra("scipy.sparse", "static")
+    torch = require_extra("torch", "static")
     n = len(ids)
-    flat = np.fromiter(
-        (token for row in ids for token in row), dtype=np.int64, count=int(counts.sum())
-    )
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(counts.sum()))
     owner = np.repeat(np.arange(n, dtype=np.int64), counts)
     usable = keep[owner]
     if unknown is not None:
         usable &= flat != unknown
     flat, owner = flat[usable], owner[usable]
     known = np.bincount(owner, minlength=n)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(known, out=indptr[1:])
-    ones = np.ones(flat.size, dtype=np.float32)
-    matrix = sparse.csr_matrix((ones, flat, indptr), shape=(n, table.shape[0]))
-    sums = np.asarray(matrix @ np.asarray(table, dtype=np.float32), dtype=np.float32)
+    offsets = np.zeros(n, dtype=np.int64)
+    np.cumsum(known[:-1], out=offsets[1:])
+    weights = torch.from_numpy(np.asarray(table, dtype=np.float32))
+    sums = torch.nn.functional.embedding_bag(
+        torch.from_numpy(flat), weights, torch.from_numpy(offsets), mode="sum"
+    ).numpy()
     present = known > 0
     means = sums[present] / known[present, None].astype(np.float32)
     out = np.zeros((n, table.shape[1]), dtype=np.float32)

@@ -55,8 +55,7 @@ class ScheduleStage:
                     "pass --duplicates off (duplicates='off') to draw every document on its own."
                 )
             found["dedup.duplicates"] = work.output("dedup.duplicates")
-        # MERGE (issue 14): with policy="hierarchical", the cluster stage's output that
-        # holds the tree belongs here too, unless it is part of cluster.clusters.
+        # policy="hierarchical" reads the tree from the level_* columns of cluster.clusters
         return found
 
     @staticmethod
