@@ -72,6 +72,28 @@ def test_inspect_reports_keywords_and_nearest_documents(clustered, bbc_workdir, 
         inspect_clusters(bbc_workdir, clusters=[7])
 
 
+def test_keywords_from_a_spread_sample_per_cluster(clustered, bbc_workdir, bbc_corpus):
+    """max_documents counts every ceil(size/cap)-th member; the topic words survive."""
+    from clusterclip.describe.keywords import KeywordCounter
+
+    corpus, topics = bbc_corpus
+    texts = [json.loads(line)["text"] for line in corpus.read_text("utf-8").splitlines()]
+    full = inspect_clusters(bbc_workdir, n_keywords=8, n_examples=0)
+    assert inspect_clusters(bbc_workdir, n_keywords=8, n_examples=0, max_documents=10_000) == full
+    sampled = inspect_clusters(bbc_workdir, n_keywords=8, n_examples=0, max_documents=20)
+    counter = KeywordCounter()
+    for cluster_id in range(5):
+        members = np.flatnonzero(clustered.labels == cluster_id)
+        stride = -(-members.size // 20)
+        for index in members[::stride]:
+            counter.add(cluster_id, texts[index])
+    expected = counter.top_all(8, range(5))
+    assert [e["keywords"] for e in sampled] == [[w for w, _ in expected[c]] for c in range(5)]
+    assert [e["size"] for e in sampled] == [e["size"] for e in full]  # sizes stay whole
+    sport = np.bincount(clustered.labels[topics == 3], minlength=5).argmax()
+    assert len(set(sampled[sport]["keywords"]) & set(full[sport]["keywords"])) >= 3
+
+
 def test_export_cluster_folders(clustered, bbc_workdir, bbc_corpus, tmp_path):
     corpus, _ = bbc_corpus
     records = [json.loads(line) for line in corpus.read_text("utf-8").splitlines()]

@@ -43,6 +43,7 @@ def inspect_clusters(
     clusters: Iterable[int] | None = None,
     n_keywords: int = 10,
     n_examples: int = 3,
+    max_documents: int | None = None,
 ) -> list[dict[str, Any]]:
     """Describe clusters of a clustered work directory, reading the corpus once.
 
@@ -58,6 +59,12 @@ def inspect_clusters(
         Keywords per cluster (class-based TF-IDF over all of the cluster's texts).
     n_examples : int
         Documents nearest the centroid per cluster.
+    max_documents : int, optional
+        Count the keywords of at most this many documents per cluster: every
+        ``ceil(size / max_documents)``-th member in index order (deterministic,
+        spread over the whole corpus). None (default): every document. At
+        millions of documents the word counting, not the reading, is most of
+        the time.
 
     Returns
     -------
@@ -105,6 +112,7 @@ def inspect_clusters(
         c: [None] * len(nearest.get(c, [])) for c in wanted
     }
     counter = KeywordCounter()
+    counted = None if max_documents is None else _spread_sample(labels, sizes, max_documents)
     if n_keywords or example_rank:
         for record in work.corpus():
             if record.index >= len(labels):
@@ -112,8 +120,8 @@ def inspect_clusters(
             label = int(labels[record.index])
             if label < 0 or record.text is None:
                 continue
-            if n_keywords:  # every cluster counts: keywords are relative to the others
-                counter.add(label, record.text)
+            if n_keywords and (counted is None or counted[record.index]):
+                counter.add(label, record.text)  # every cluster counts: keywords are relative
             if record.index in example_rank:
                 cluster, rank = example_rank[record.index]
                 examples[cluster][rank] = {
@@ -136,6 +144,21 @@ def inspect_clusters(
             }
         )
     return report
+
+
+def _spread_sample(labels: np.ndarray, sizes: np.ndarray, cap: int) -> np.ndarray:
+    """bool (N,): every ``ceil(size / cap)``-th member of each cluster, in index order.
+
+    >>> _spread_sample(np.array([0, 1, 0, 0, -1, 0]), np.array([4, 1]), 2).tolist()
+    [True, True, False, True, False, False]
+    """
+    order = np.argsort(labels, kind="stable")  # each cluster's members in index order
+    ordered = labels[order]
+    ordinal = np.arange(ordered.size) - np.searchsorted(ordered, ordered, side="left")
+    stride = -(-sizes[np.maximum(ordered, 0)] // max(int(cap), 1))
+    keep = np.zeros(labels.size, dtype=bool)
+    keep[order] = (ordered >= 0) & (ordinal % np.maximum(stride, 1) == 0)
+    return keep
 
 
 def document_texts(

@@ -573,6 +573,10 @@ def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool)
     }
 
 
+#: Keywords come from at most this many documents per cluster, spread over the corpus.
+KEYWORD_DOCUMENTS = 1000
+
+
 def _inspect(
     work: WorkDir, n_clusters: int, *, n_keywords: int, n_examples: int
 ) -> dict[int, dict[str, Any]]:
@@ -581,7 +585,11 @@ def _inspect(
 
     try:
         found = inspect_clusters(
-            work.path, clusters=None, n_keywords=n_keywords, n_examples=n_examples
+            work.path,
+            clusters=None,
+            n_keywords=n_keywords,
+            n_examples=n_examples,
+            max_documents=KEYWORD_DOCUMENTS,
         )
     except (ClusterClipError, OSError):
         # Sources moved or unreadable: the report still has every number, minus words.
