@@ -20,6 +20,7 @@ import numpy as np
 from clusterclip.cluster.kmeans import assign
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
+from clusterclip.io.shards import release_pages
 
 __all__ = ["AssignWorker", "Block", "TreeAssignWorker", "assign_files", "plan_blocks"]
 
@@ -54,12 +55,18 @@ class AssignWorker:
         self.backend = backend
         self.files: dict[str, np.ndarray] = {}
 
+    def _rows(self, path: str, start: int, stop: int) -> np.ndarray:
+        """A copy of the rows; the mapping's pages are dropped so the resident size stays small."""
+        if path not in self.files:
+            self.files[path] = np.load(path, mmap_mode="r")
+        rows = np.array(self.files[path][start:stop])
+        release_pages(self.files[path])
+        return rows
+
     def __call__(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         """``labels`` int32 and ``scores`` float32 of the block's rows."""
         path, start, stop, offset = block
-        if path not in self.files:
-            self.files[path] = np.load(path, mmap_mode="r")
-        rows = np.asarray(self.files[path][start:stop])
+        rows = self._rows(path, start, stop)
         labels, scores = assign(rows, self.centroids, backend=self.backend, offset=offset)
         return np.asarray(labels, dtype=np.int32), np.asarray(scores, dtype=np.float32)
 
@@ -78,10 +85,7 @@ class TreeAssignWorker(AssignWorker):
 
     def __call__(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         path, start, stop, offset = block
-        if path not in self.files:
-            self.files[path] = np.load(path, mmap_mode="r")
-        rows = np.asarray(self.files[path][start:stop])
-        return self.tree.assign(rows, beam=self.beam, offset=offset)
+        return self.tree.assign(self._rows(path, start, stop), beam=self.beam, offset=offset)
 
 
 def plan_blocks(paths: Sequence[str | os.PathLike[str]], block_rows: int) -> list[Block]:
