@@ -169,22 +169,41 @@ class TreeMemory(threading.Thread):
         self.root = psutil.Process(pid)
         self.every = every
         self.peak = 0
+        self.samples: list[tuple[float, int, int]] = []  # (seconds, rss, rss - shared)
         self.done = threading.Event()
 
     def run(self) -> None:
         import psutil
 
+        start = time.perf_counter()
         while not self.done.is_set():
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
-                total = 0
+                total = private = 0
                 for proc in procs:
                     with contextlib.suppress(psutil.Error):
-                        total += proc.memory_info().rss
+                        info = proc.memory_info()
+                        total += info.rss
+                        private += info.rss - getattr(info, "shared", 0)
                 self.peak = max(self.peak, total)
+                self.samples.append((time.perf_counter() - start, total, private))
             except psutil.Error:
                 return
             self.done.wait(self.every)
+
+    def per_stage(self, stages: list[tuple[str, float]], wall: float) -> dict[str, tuple[int, int]]:
+        """Peak (rss, private) inside each stage's window (stages ran in this order, after
+        the start-up: the time not in any stage is put first)."""
+        cursor = max(0.0, wall - sum(seconds for _, seconds in stages))
+        out = {}
+        for name, seconds in stages:
+            inside = [(r, p) for t, r, p in self.samples if cursor <= t <= cursor + seconds]
+            out[name] = (
+                max((r for r, _ in inside), default=0),
+                max((p for _, p in inside), default=0),
+            )
+            cursor += seconds
+        return out
 
 
 def _du(path: Path) -> int:
@@ -258,6 +277,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
         + " (above ~2 on 2 cores: other jobs shared the machine, so the wall time is high)"
     )
     log(f"peak RSS (process tree, sampled every 0.2 s): {memory.peak / 2**30:.2f} GiB")
+    order = [n for n in ("embed", "cluster", "dedup", "schedule", "report") if n in stages]
+    windows = memory.per_stage([(n, float(stages[n].get("seconds", 0))) for n in order], wall)
+    for name, (rss, private) in windows.items():
+        log(
+            f"  {name:<10} peak RSS {rss / 2**30:6.2f} GiB, of which private (not file-backed) "
+            f"{private / 2**30:6.2f} GiB"
+        )
     log(f"disk: corpus {_du(corpus) / 2**30:.2f} GiB; work directory {_du(work) / 2**30:.2f} GiB")
     for item in sorted(work.iterdir()):
         log(f"  {item.name:<28} {_du(item) / 2**20:>10,.1f} MiB")
@@ -272,6 +298,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
             "documents": n_docs,
             "wall_s": wall,
             "peak_rss_bytes": memory.peak,
+            "peak_per_stage_bytes": {k: {"rss": v[0], "private": v[1]} for k, v in windows.items()},
             "cpu_s": cpu,
             "load_average": {"before": load_before, "after": load_after},
             "stages": {k: v.get("seconds") for k, v in stages.items() if isinstance(v, dict)},
