@@ -333,44 +333,34 @@ def test_active_tree_prunes_up_the_path():
 # --------------------------------------------------------------------------- the stage and CLI
 
 
-@pytest.fixture(scope="module")
-def flat_workdir(tmp_path_factory):
-    """A work directory clustered flat (8 clusters of KJV verses), no schedule options used."""
+def _kjv_run(root, *options):
+    """`clusterclip run` over every 60th KJV verse (tfidf) in ``root / "w"``, with ``options``."""
     import json
 
     from clusterclip.cli import main
     from tests.product_support import kjv_records
 
-    root = tmp_path_factory.mktemp("hierarchical")
     corpus = root / "corpus.jsonl"
     records = kjv_records(step=60)
     corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     work = root / "w"
-    status = main(["run", str(corpus), "--workdir", str(work), "--n-clusters", "8", "--encoder",
-                   "tfidf", "--duplicates", "off", "--no-report"])  # fmt: skip
-    assert status == 0
+    args = ["run", str(corpus), "--workdir", str(work), "--encoder", "tfidf"]
+    assert main([*args, "--duplicates", "off", "--no-report", *options]) == 0
     return work
+
+
+@pytest.fixture(scope="module")
+def flat_workdir(tmp_path_factory):
+    """A work directory clustered flat (8 clusters of KJV verses), no schedule options used."""
+    return _kjv_run(tmp_path_factory.mktemp("hierarchical"), "--n-clusters", "8")
 
 
 @pytest.fixture(scope="module")
 def tree_workdir(tmp_path_factory):
     """The same verses clustered in levels (3 top nodes, 12 leaves) by the real cluster stage."""
-    import json
-
-    from clusterclip.cli import main
-    from tests.product_support import kjv_records
-
-    root = tmp_path_factory.mktemp("hierarchical-tree")
-    corpus = root / "corpus.jsonl"
-    records = kjv_records(step=60)
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    work = root / "w"
-    status = main(["run", str(corpus), "--workdir", str(work), "--n-clusters", "12", "--levels",
-                   "3", "--encoder", "tfidf", "--duplicates", "off", "--no-report",
-                   "--policy", "hierarchical", "--max-repeats", "2", "--num-samples", "500",
-                   "--seed", "3"])  # fmt: skip
-    assert status == 0
-    return work
+    return _kjv_run(tmp_path_factory.mktemp("hierarchical-tree"), "--n-clusters", "12",
+                    "--levels", "3", "--policy", "hierarchical", "--max-repeats", "2",
+                    "--num-samples", "500", "--seed", "3")  # fmt: skip
 
 
 def test_run_draws_down_the_tree_the_cluster_stage_wrote(tree_workdir):
