@@ -341,7 +341,9 @@ class WorkDir:
         return matrix
 
     # -- cluster stage ------------------------------------------------------
-    def _clusters_table(self, column: str) -> np.ndarray:
+    def _clusters_table(self, *columns: str) -> np.ndarray:
+        """``columns`` of ``clusters.parquet`` in index order, one per column of the result
+        (a single column gives a 1-D array)."""
         self.require_fresh("cluster")  # first: "no completed cluster stage" names the command
         path = self.path_of("clusters")
         if not path.exists():
@@ -350,9 +352,10 @@ class WorkDir:
                 "(or `clusterclip run`) first."
             )
         pq = require_extra("pyarrow.parquet", "io")
-        table = pq.read_table(path, columns=["index", column])
+        table = pq.read_table(path, columns=["index", *columns])
         index = table.column("index").to_numpy()
-        values = table.column(column).to_numpy()
+        arrays = [table.column(c).to_numpy() for c in columns]
+        values = arrays[0] if len(arrays) == 1 else np.stack(arrays, axis=1)
         if len(index) and not np.array_equal(index, np.arange(len(index))):
             values = values[np.argsort(index, kind="stable")]
         return values
@@ -382,20 +385,16 @@ class WorkDir:
         >>> WorkDir("work").levels().shape  # doctest: +SKIP
         (1000000, 2)
         """
-        self.require_fresh("cluster")
         path = self.path_of("clusters")
         if not path.exists():
-            self._clusters_table("cluster")  # raises the missing-file error
+            self._clusters_table("cluster")  # raises the stale-stage or missing-file error
         pq = require_extra("pyarrow.parquet", "io")
         names = [n for n in pq.read_schema(path).names if n.startswith("level_")]
         if not names:
+            self.require_fresh("cluster")
             return None
         names.sort(key=lambda name: int(name.removeprefix("level_")))
-        table = pq.read_table(path, columns=["index", *names])
-        index = table.column("index").to_numpy()
-        levels = np.stack([table.column(n).to_numpy() for n in names], axis=1).astype(np.int32)
-        if len(index) and not np.array_equal(index, np.arange(len(index))):
-            levels = levels[np.argsort(index, kind="stable")]
+        levels = self._clusters_table(*names).astype(np.int32).reshape(-1, len(names))
         return np.ascontiguousarray(levels)
 
     def level_centroids(self) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
