@@ -16,7 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterclip.cluster import HierarchicalKMeans, cluster
-from clusterclip.cluster.hierarchical import Tree, children_counts, dissolve_small_leaves
+from clusterclip.cluster.hierarchical import (
+    Tree,
+    _node_seed,
+    children_counts,
+    dissolve_small_leaves,
+)
 from clusterclip.cluster.options import ClusterOptions
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, read_stage
@@ -160,6 +165,24 @@ def test_flat_tree_is_kmeans(mixture):
     np.testing.assert_allclose(tree.centroids_, flat.cluster_centers_, atol=1e-6)
     np.testing.assert_array_equal(tree.predict(X), flat.predict(X))
     assert tree.parents_ == [] and tree.tree_.ancestors(tree.predict(X)).shape == (len(X), 0)
+
+
+def test_splits_run_on_numpy_where_level_0_ran_on_torch(mixture):
+    # torch's oneDNN kernels keep a primitive per product shape, and every node has its own
+    # shape: 1.5 GB at 10^5 leaves (docs/scaling.md). The splits therefore run on numpy.
+    X, _ = mixture
+    on_torch = HierarchicalKMeans(60, levels=(3, 12), seed=0, backend="torch-bf16").fit(X)
+    assert (on_torch.backend_, on_torch.split_backend_) == ("torch-bf16", "numpy")
+    # Node 0's split is a numpy k-means on its members, seeded by the node.
+    unit = (
+        X[on_torch.sample_indices_] / np.linalg.norm(X[on_torch.sample_indices_], axis=1)[:, None]
+    )
+    members = unit[on_torch.labels_[0] == 0].astype(np.float32)
+    children = int((on_torch.parents_[0] == 0).sum())
+    split = on_torch._kmeans(children, _node_seed(0, 1, 0), "numpy").fit(members)
+    np.testing.assert_allclose(
+        on_torch.level_centroids_[1][:children], split.cluster_centers_, atol=1e-6
+    )
 
 
 def test_bad_parameters_name_the_rule(mixture):

@@ -73,7 +73,7 @@ def format_summary(summary: dict[str, Any], workdir: str) -> str:
         fit_line = (
             f"  levels         {' > '.join(f'{k:,}' for k in levels['n_clusters'])} clusters, "
             f"coarse to fine (fit sample {summary['sample_size']:,} documents; assigned coarse "
-            f"to fine, beam {levels['beam']})"
+            f"to fine, beam {levels['beam']}; nodes split on {levels.get('split_backend', '?')})"
         )
     lines = [
         f"clustered {summary['clustered_documents']:,} of {summary['documents']:,} documents "

@@ -393,6 +393,7 @@ def _levels_summary(
         "n_clusters": [len(c) for c in tree.centroids],
         "non_empty": used,  # of the levels above the leaves, in the same order
         "beam": int(options.beam),
+        "split_backend": model.split_backend_,
         "fit": model.level_stats_,
         "stability": "not measured for hierarchical runs",
     }
