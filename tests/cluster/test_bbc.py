@@ -171,3 +171,20 @@ def test_inspect_refuses_stale_clusters(tmp_path, mixture):
         r"Rerun `clusterclip run",
     ):
         inspect_clusters(workdir)
+
+
+def test_keywords_of_kept_clusters_equal_those_of_a_counter_per_cluster(clustered, bbc_corpus):
+    """A counter kept for two clusters only: their keywords are unchanged, the rest not held."""
+    from clusterclip.describe.keywords import KeywordCounter
+
+    corpus, _ = bbc_corpus
+    texts = [json.loads(line)["text"] for line in corpus.read_text("utf-8").splitlines()]
+    every, kept = KeywordCounter(), KeywordCounter(clusters=[1, 3])
+    for index, label in enumerate(clustered.labels):
+        if label >= 0:
+            every.add(int(label), texts[index])
+            kept.add(int(label), texts[index])
+    assert sorted(kept.counts) == [1, 3] and sorted(every.counts) == [0, 1, 2, 3, 4]
+    assert kept.top_all(8, [1, 3]) == every.top_all(8, [1, 3])
+    assert kept.top_all(8) == every.top_all(8, [1, 3])  # default: the kept clusters
+    assert kept.top_all(8, [0]) == {0: []}  # counted, not kept: no words

@@ -60,6 +60,24 @@ def test_numbers_match_the_schedule(built):
     assert sum(data["never_seen_by_size_rank"]) == summary["never_seen"]
 
 
+def test_keywords_for_the_largest_clusters_only_when_there_are_many(built, monkeypatch):
+    """At 10^5 clusters a word counter per cluster took 6.9 GB: the report keeps them for
+    the KEYWORD_CLUSTERS largest only, with the keywords they get when all are kept."""
+    from clusterclip.describe import inspect_clusters
+    from clusterclip.report import data as report_data
+
+    made, _path, full = built
+    monkeypatch.setattr(report_data, "KEYWORD_CLUSTERS", 2)
+    few = report_data.compute_report_data(made["workdir"])
+    largest = [row["cluster"] for row in full["clusters"][:2]]
+    assert [row["cluster"] for row in few["clusters"] if row["keywords"]] == largest
+    every = {e["cluster"]: e for e in inspect_clusters(made["workdir"], n_keywords=8)}
+    for row in few["clusters"][:2]:
+        assert row["keywords"] == every[row["cluster"]]["keywords"] != []
+        assert row == full["clusters"][row["size_rank"] - 1]
+    assert all(row["example"] is None for row in few["clusters"][2:])
+
+
 def test_clip_events_match_the_oracle_sampler(built):
     made, _path, data = built
     assert [e["position"] for e in data["clip_events"]] == made["clips"]

@@ -111,7 +111,7 @@ def inspect_clusters(
     examples: dict[int, list[dict[str, Any] | None]] = {
         c: [None] * len(nearest.get(c, [])) for c in wanted
     }
-    counter = KeywordCounter()
+    counter = KeywordCounter(wanted)  # every cluster counts (keywords are relative), few are kept
     counted = None if max_documents is None else _spread_sample(labels, sizes, max_documents)
     if n_keywords or example_rank:
         for record in work.corpus():
@@ -121,7 +121,7 @@ def inspect_clusters(
             if label < 0 or record.text is None:
                 continue
             if n_keywords and (counted is None or counted[record.index]):
-                counter.add(label, record.text)  # every cluster counts: keywords are relative
+                counter.add(label, record.text)
             if record.index in example_rank:
                 cluster, rank = example_rank[record.index]
                 examples[cluster][rank] = {

@@ -8,7 +8,9 @@ and cluster ``c``::
     score    = tf(t, c) * idf(t)
 
 (Grootendorst, BERTopic, 2022). Counting streams: :class:`KeywordCounter` is fed
-one document at a time and keeps one word counter per cluster.
+one document at a time and keeps the corpus-wide word counts plus one word
+counter per cluster it is asked to describe, so its memory follows the
+clusters described, not all of them (10^5 clusters would need 10^5 counters).
 """
 
 from __future__ import annotations
@@ -177,6 +179,14 @@ def tokenize(text: str, stop_words: frozenset[str] = _FALLBACK_STOP_WORDS) -> li
 class KeywordCounter:
     """Streaming c-TF-IDF over clusters.
 
+    Parameters
+    ----------
+    clusters : iterable of int, optional
+        The clusters whose keywords will be asked for (default: every cluster
+        counted). Every document still counts towards ``totals`` and the number
+        of clusters, so the keywords of these clusters are the same as when
+        every cluster keeps its own counter.
+
     >>> counter = KeywordCounter()
     >>> counter.add(0, "stocks and shares fell")
     >>> counter.add(0, "shares rose")
@@ -185,22 +195,32 @@ class KeywordCounter:
     ['shares', 'fell']
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clusters: Iterable[int] | None = None) -> None:
+        self.kept = None if clusters is None else frozenset(int(c) for c in clusters)
         self.counts: dict[int, Counter[str]] = {}
+        self.totals: Counter[str] = Counter()
+        self.seen: set[int] = set()
         self.stop_words = _stop_words()
 
     def add(self, cluster: int, text: str) -> None:
         """Count the words of one document of ``cluster``."""
-        self.counts.setdefault(int(cluster), Counter()).update(tokenize(text, self.stop_words))
+        cluster = int(cluster)
+        words = Counter(tokenize(text, self.stop_words))
+        self.totals.update(words)
+        self.seen.add(cluster)
+        if self.kept is None or cluster in self.kept:
+            self.counts.setdefault(cluster, Counter()).update(words)
 
     def top_all(
         self, n: int, clusters: Iterable[int] | None = None
     ) -> dict[int, list[tuple[str, float]]]:
-        """The ``n`` best words (with scores) of every cluster counted (or of ``clusters``)."""
-        totals: Counter[str] = Counter()
-        for counter in self.counts.values():
-            totals.update(counter)
-        words_per_cluster = sum(totals.values()) / max(len(self.counts), 1)
+        """The ``n`` best words (with scores) of every cluster kept (or of ``clusters``).
+
+        A cluster that was not kept (see ``clusters`` of the constructor) or
+        never counted has no words.
+        """
+        totals = self.totals
+        words_per_cluster = sum(totals.values()) / max(len(self.seen), 1)
         wanted = sorted(self.counts) if clusters is None else [int(c) for c in clusters]
         result = {}
         for cluster in wanted:

@@ -137,7 +137,7 @@ def compute_report_data(
     repeats = _count_repeats(inputs, draws.seen_per_doc)
     docs = _documents_info(work, inputs.n)
     tokens_drawn = _tokens_drawn(docs["n_tokens"], draws.seen_per_doc)
-    inspected = _inspect(work, inputs.n_clusters, n_keywords=n_keywords, n_examples=n_examples)
+    inspected = _inspect(work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples)
     shares = _shares(inputs, rarest, draws.per_cluster)
     by_size = np.argsort(-inputs.sizes, kind="stable")
     clip_events = _clip_events(clip_positions)
@@ -573,23 +573,42 @@ def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool)
     }
 
 
-#: Keywords come from at most this many documents per cluster, spread over the corpus.
+#: Keywords come from at most this many documents per cluster, spread over the corpus ...
 KEYWORD_DOCUMENTS = 1000
+#: ... and from at most this many documents in all (fewer per cluster when there are many) ...
+KEYWORD_BUDGET = 2_000_000
+#: ... for the table's largest clusters: a word counter each (all of them at 10^5 clusters
+#: took 6.9 GB); every counted document still weighs in the corpus-wide word counts.
+KEYWORD_CLUSTERS = 2000
+
+
+def keyword_plan(sizes: np.ndarray) -> tuple[list[int], int]:
+    """The clusters the report describes (largest first, ties by id) and documents counted per cluster.
+
+    >>> keyword_plan(np.array([5, 9, 0, 9]))
+    ([1, 3, 0, 2], 1000)
+    >>> keyword_plan(np.zeros(100_000, dtype=np.int64))[1]
+    20
+    """
+    by_size = np.argsort(-np.asarray(sizes), kind="stable")
+    per_cluster = min(KEYWORD_DOCUMENTS, max(1, KEYWORD_BUDGET // max(len(sizes), 1)))
+    return [int(k) for k in by_size[:KEYWORD_CLUSTERS]], per_cluster
 
 
 def _inspect(
-    work: WorkDir, n_clusters: int, *, n_keywords: int, n_examples: int
+    work: WorkDir, sizes: np.ndarray, *, n_keywords: int, n_examples: int
 ) -> dict[int, dict[str, Any]]:
-    """Keywords and examples per cluster, or {} when the corpus cannot be re-read."""
+    """Keywords and examples of the largest clusters, or {} when the corpus cannot be re-read."""
     from clusterclip.describe import inspect_clusters
 
+    clusters, per_cluster = keyword_plan(sizes)
     try:
         found = inspect_clusters(
             work.path,
-            clusters=None,
+            clusters=clusters,
             n_keywords=n_keywords,
             n_examples=n_examples,
-            max_documents=KEYWORD_DOCUMENTS,
+            max_documents=per_cluster,
         )
     except (ClusterClipError, OSError):
         # Sources moved or unreadable: the report still has every number, minus words.
