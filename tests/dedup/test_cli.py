@@ -110,3 +110,19 @@ def test_a_chain_of_unrelated_verses_is_warned_about(planted, tmp_path, capsys):
                    "--dedup-threshold", "0.2"])  # fmt: skip
     assert status == 0
     assert "warning:     dedup: the largest near-duplicate group" in capsys.readouterr().out
+
+
+def test_dedup_of_a_hierarchical_run_finds_neighbours_down_the_tree(planted, tmp_path, capsys):
+    """The second-nearest leaf comes from a beam-2 descent, not a product with every leaf,
+    and the planted copies are still one group."""
+    work, copies, root = planted
+    corpus = root / "corpus.jsonl"
+    tree = tmp_path / "tree"
+    status = main(["run", str(corpus), "--workdir", str(tree), "--n-clusters", "12", "--levels",
+                   "3", "--encoder", "tfidf", "--max-repeats", "2", "--no-report"])  # fmt: skip
+    assert status == 0
+    summary = WorkDir(tree).entry("dedup")["summary"]
+    assert summary["second_nearest"] == "coarse to fine (beam 2)"
+    assert WorkDir(work).entry("dedup")["summary"]["second_nearest"] == "exact"
+    representative = WorkDir(tree).duplicate_of()
+    assert set(representative[copies].tolist()) == {min(copies)}

@@ -136,6 +136,69 @@ def test_near_copies_split_by_a_cluster_border_join_through_the_second_nearest_c
     assert across.representative.tolist() == [0, 0, 2, 3, 4]
 
 
+def _vmf_like(n: int, centres: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    means = rng.standard_normal((centres, dim))
+    x = means[rng.integers(0, centres, n)] + 0.35 * rng.standard_normal((n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_second_nearest_through_a_tree_equals_the_flat_one_when_the_beam_covers_the_top():
+    """Two top nodes and a beam of 2: the descent sees every leaf a top-2 can come from,
+    so the tree's second-nearest leaf is the exact one; each document's own cluster is
+    its exact nearest leaf."""
+    from clusterclip.cluster import HierarchicalKMeans
+
+    x = _vmf_like(1500, 16, 12, seed=4)
+    model = HierarchicalKMeans(24, levels=(2,), seed=0, backend="numpy").fit(x)
+    leaves = model.centroids_
+    labels = (x @ leaves.T).argmax(axis=1)
+    rows_of = lambda rows: x[rows]  # noqa: E731
+    flat = second_nearest(rows_of, labels, leaves)
+    through = second_nearest(rows_of, labels, leaves, tree=model.tree_, block_size=256)
+    np.testing.assert_array_equal(through, flat)
+    assert (flat != labels).all()
+
+
+def test_second_nearest_through_a_deeper_tree_is_a_neighbour_not_the_own_cluster():
+    from clusterclip.cluster import HierarchicalKMeans
+
+    x = _vmf_like(3000, 40, 16, seed=5)
+    model = HierarchicalKMeans(60, levels=(4, 15), seed=0, backend="numpy").fit(x)
+    labels = model.predict(x)
+    leaves = model.centroids_
+    through = second_nearest(lambda rows: x[rows], labels, leaves, tree=model.tree_)
+    assert ((through >= 0) & (through != labels)).all()
+    # Mostly the exact second-nearest leaf; where not, one nearly as close.
+    scores = x @ leaves.T
+    scores[np.arange(len(x)), labels] = -np.inf
+    exact = scores.argmax(axis=1)
+    assert (through == exact).mean() > 0.8
+    gap = scores[np.arange(len(x)), exact] - scores[np.arange(len(x)), through]
+    assert gap.mean() < 0.02
+
+
+def test_second_nearest_holds_few_scores_at_once_with_many_centroids(monkeypatch):
+    """The block shrinks with the centroids (65,536 rows x 87,540 leaves was 23 GB)."""
+    from clusterclip.dedup import detect
+
+    x = _vmf_like(700, 50, 8, seed=6)
+    centroids = _vmf_like(300, 50, 8, seed=7)
+    labels = (x @ centroids.T).argmax(axis=1)
+    asked = []
+
+    def rows_of(rows):
+        asked.append(len(rows))
+        return x[rows]
+
+    whole = second_nearest(rows_of, labels, centroids)
+    assert asked == [700]
+    monkeypatch.setattr(detect, "SCORE_BYTES", 4 * 300 * 64)  # 64 rows of 300 scores
+    asked.clear()
+    np.testing.assert_array_equal(second_nearest(rows_of, labels, centroids), whole)
+    assert max(asked) == 64 and sum(asked) == 700
+
+
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40))
 def test_normalise_text_collapses_exactly_the_regex_whitespace(text):
     """The split/join form equals the substitution it replaced, hashes unchanged."""

@@ -239,6 +239,23 @@ class Tree:
         scored and the result is the exact nearest leaf. Nodes left without
         leaves (:meth:`without_leaves`) are skipped.
         """
+        leaves, scores = self.nearest(unit, beam=beam)
+        return leaves[:, 0], scores[:, 0]
+
+    def nearest(self, unit: np.ndarray, *, beam: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """The ``beam`` best leaves of each unit row found by the descent, best first.
+
+        ``(leaves int64 (n, width), fp32 cosines (n, width))`` with ``width``
+        at most ``beam``; ``-1`` and ``-inf`` where fewer leaves were reached.
+        Column 0 is :meth:`descend`'s leaf. With ``beam=2`` column 1 is a cheap
+        second-nearest leaf (exact when the beam covers every level).
+
+        >>> C0 = np.eye(2, dtype=np.float32)
+        >>> C1 = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], dtype=np.float32)
+        >>> tree = Tree((C0, C1), (np.array([0, 0, 1], dtype=np.int32),))
+        >>> tree.nearest(np.array([[0.6, 0.8]], dtype=np.float32), beam=2)[0].tolist()
+        [[1, 2]]
+        """
         with _one_thread():
             return self._descend(np.ascontiguousarray(unit, dtype=np.float32), beam)
 
@@ -276,8 +293,8 @@ class Tree:
             keep = min(beam, flat_nodes.shape[1])
             picked, scores = _best(flat_scores, keep)
             nodes = np.take_along_axis(flat_nodes, picked, axis=1)
-        labels = np.where(np.isfinite(scores[:, 0]), nodes[:, 0], -1)
-        return labels, scores[:, 0].astype(np.float32)
+        leaves = np.where(np.isfinite(scores), nodes, -1)
+        return leaves, scores.astype(np.float32)
 
     def assign(
         self, block: np.ndarray, *, beam: int = 1, offset: int = 0

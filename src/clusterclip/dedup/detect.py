@@ -28,8 +28,12 @@ import hashlib
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from clusterclip.cluster.hierarchical import Tree
 
 __all__ = [
     "DuplicateGroups",
@@ -295,17 +299,28 @@ def find_groups(
     return _describe(parent, rows_of, hashes)
 
 
+#: The scores held at once by :func:`second_nearest` (rows x centroids float32).
+SCORE_BYTES = 2**27
+
+
 def second_nearest(
     rows_of: Callable[[np.ndarray], np.ndarray],
     labels: np.ndarray,
     centroids: np.ndarray,
     *,
     block_size: int = 65536,
+    tree: Tree | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Each document's second-nearest centroid (its own cluster's excluded); -1 if excluded.
 
-    One pass over the embeddings, ``block_size`` rows at a time (the cost of
-    one k-means assignment).
+    One pass over the embeddings, at most ``block_size`` rows at a time and
+    fewer when there are many centroids (the scores of a block stay within
+    :data:`SCORE_BYTES`): the cost of one k-means assignment. With ``tree``
+    (hierarchical k-means, leaves = ``centroids``) the two best leaves of a
+    beam-2 descent are used instead, so the cost grows with the branching
+    factors, not with the number of leaves: the best of them that is not the
+    document's own cluster.
 
     >>> c = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
     >>> x = np.array([[1, 0], [0, 1]], dtype=np.float32)
@@ -317,16 +332,34 @@ def second_nearest(
     centroids = np.asarray(centroids, dtype=np.float32)
     if centroids.shape[0] < 2:
         return out
-    for start in range(0, labels.shape[0], block_size):
-        rows = np.arange(start, min(labels.shape[0], start + block_size))
+    step = max(1, min(int(block_size), SCORE_BYTES // (4 * centroids.shape[0])))
+    for start in range(0, labels.shape[0], step):
+        rows = np.arange(start, min(labels.shape[0], start + step))
         own = labels[rows]
         keep = own >= 0
-        if not keep.any():
-            continue
-        scores = np.asarray(rows_of(rows[keep]), dtype=np.float32) @ centroids.T
-        scores[np.arange(scores.shape[0]), own[keep]] = -np.inf
-        out[rows[keep]] = scores.argmax(axis=1)
+        if keep.any():
+            unit = np.asarray(rows_of(rows[keep]), dtype=np.float32)
+            out[rows[keep]] = (
+                _flat_second(unit, own[keep], centroids)
+                if tree is None
+                else _tree_second(unit, own[keep], tree)
+            )
+        if progress is not None:
+            progress(int(rows.size))
     return out
+
+
+def _flat_second(unit: np.ndarray, own: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    scores = unit @ centroids.T
+    scores[np.arange(scores.shape[0]), own] = -np.inf
+    return scores.argmax(axis=1)
+
+
+def _tree_second(unit: np.ndarray, own: np.ndarray, tree: Tree) -> np.ndarray:
+    """The better of the descent's two best leaves that is not ``own`` (-1: none reached)."""
+    leaves, _ = tree.nearest(unit, beam=2)
+    leaves = np.pad(leaves, ((0, 0), (0, 2 - leaves.shape[1])), constant_values=-1)
+    return np.where(leaves[:, 0] != own, leaves[:, 0], leaves[:, 1])
 
 
 def _border_pairs(

@@ -135,9 +135,14 @@ class DedupStage:
         hashed = time.perf_counter()
         usable = int((labels >= 0).sum())
         centroids = work.centroids()
-        neighbours = None
+        neighbours, neighbour_note = None, "off: the centroids do not match the labels"
         if centroids.shape[0] > int(labels.max(initial=-1)):  # centroids match the labels
-            neighbours = second_nearest(embeddings.__getitem__, labels, centroids)
+            tree = _tree(work)
+            with progress_bar(total=len(labels), desc="dedup: neighbours", unit="doc") as bar:
+                neighbours = second_nearest(
+                    embeddings.__getitem__, labels, centroids, tree=tree, progress=bar.update
+                )
+            neighbour_note = "exact" if tree is None else "coarse to fine (beam 2)"
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
             groups = find_groups(
                 embeddings.__getitem__, labels, threshold=options.threshold,
@@ -153,6 +158,7 @@ class DedupStage:
             "usable_documents": usable,
             "threshold": options.threshold,
             "exact": exact_note,
+            "second_nearest": neighbour_note,
             "largest_cluster": int(sizes.max()) if sizes.size else 0,
             "peak_scores_bytes": int(min(options.block_size, sizes.max(initial=0)))
             * int(sizes.max(initial=0))
@@ -168,6 +174,14 @@ class DedupStage:
             summary["warnings"] = [warning]
         result = DedupResult(work.path, groups.representative, summary)
         return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
+
+
+def _tree(work: WorkDir) -> Any:
+    """The cluster tree of a hierarchical cluster stage (its leaves are the centroids), or None."""
+    from clusterclip.cluster.hierarchical import Tree
+
+    stored = work.level_centroids()
+    return None if stored is None else Tree(tuple(stored[0]), tuple(stored[1]))
 
 
 #: A near group larger than this share of the usable documents is reported as a chain.
