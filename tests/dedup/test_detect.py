@@ -143,21 +143,34 @@ def _vmf_like(n: int, centres: int, dim: int, seed: int) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_second_nearest_through_a_tree_equals_the_flat_one_when_the_beam_covers_the_top():
+def test_second_nearest_through_a_tree_equals_the_flat_one_when_the_beam_covers_the_top(
+    monkeypatch,
+):
     """Two top nodes and a beam of 2: the descent sees every leaf a top-2 can come from,
     so the tree's second-nearest leaf is the exact one; each document's own cluster is
     its exact nearest leaf."""
     from clusterclip.cluster import HierarchicalKMeans
 
+    from clusterclip.dedup import detect
+
+    monkeypatch.setattr(detect, "SCORE_BYTES", 4 * 24 * 10)  # flat: 10 rows at a time
     x = _vmf_like(1500, 16, 12, seed=4)
     model = HierarchicalKMeans(24, levels=(2,), seed=0, backend="numpy").fit(x)
     leaves = model.centroids_
     labels = (x @ leaves.T).argmax(axis=1)
-    rows_of = lambda rows: x[rows]  # noqa: E731
+    asked = []
+
+    def rows_of(rows):
+        asked.append(len(rows))
+        return x[rows]
+
     flat = second_nearest(rows_of, labels, leaves)
+    asked.clear()
     through = second_nearest(rows_of, labels, leaves, tree=model.tree_, block_size=256)
     np.testing.assert_array_equal(through, flat)
     assert (flat != labels).all()
+    # The descent scores a few nodes per row: its blocks do not shrink with the leaves.
+    assert asked == [256] * 5 + [220]
 
 
 def test_second_nearest_through_a_deeper_tree_is_a_neighbour_not_the_own_cluster():

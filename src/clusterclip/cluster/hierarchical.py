@@ -32,16 +32,14 @@ the branching factors. The bottom-up variant is not offered.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from clusterclip.cluster.blas import one_thread
 from clusterclip.cluster.kmeans import (
     _PURPOSE_SAMPLE,
     KMeans,
@@ -64,29 +62,6 @@ __all__ = [
 
 #: SeedSequence spawn key of the per-node fits (kmeans.py uses 0-2 for its own streams).
 _PURPOSE_NODE = 3
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """One BLAS / torch thread: the per-node products are small, and on a busy machine
-    waking a second thread per product costs more than the product (measured 35x on
-    330 x 384 rows, 33 centroids, 2 shared cores)."""
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with the cluster extra
-        limits: Any = contextlib.nullcontext()
-    else:
-        limits = threadpool_limits(limits=1)
-    with limits:
-        if torch is not None:
-            torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            if torch is not None:
-                torch.set_num_threads(before)
 
 
 def check_levels(levels: Any, n_clusters: int) -> tuple[int, ...]:
@@ -256,7 +231,7 @@ class Tree:
         >>> tree.nearest(np.array([[0.6, 0.8]], dtype=np.float32), beam=2)[0].tolist()
         [[1, 2]]
         """
-        with _one_thread():
+        with one_thread():
             return self._descend(np.ascontiguousarray(unit, dtype=np.float32), beam)
 
     def _descend(self, unit: np.ndarray, beam: int) -> tuple[np.ndarray, np.ndarray]:
@@ -511,7 +486,7 @@ class HierarchicalKMeans:
             tick = time.perf_counter()
             members = np.bincount(labels[-1], minlength=sizes[level - 1])
             counts = children_counts(members, sizes[level])
-            with _one_thread():
+            with one_thread():
                 level_centroids, level_labels = self._split_level(
                     sample, labels[-1], centroids[-1], counts, level, split_backend, bar
                 )

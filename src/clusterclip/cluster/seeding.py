@@ -30,6 +30,7 @@ D^2 seeding keeps them (see docs/clustering.md for the measured effect).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -283,15 +284,14 @@ def seed_centroids(
     >>> C.shape, info["init"]
     ((2, 3), 'random')
     """
-    if init == "afk-mc2":  # many tiny products: one BLAS thread is faster than several
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover
-            pass
-        else:
-            with threadpool_limits(1):
-                return _seed(X, n_clusters, init, rng, min_cluster_size, n_rows or len(X))
-    return _seed(X, n_clusters, init, rng, min_cluster_size, n_rows or len(X))
+    from clusterclip.cluster.blas import one_thread
+
+    if init != "random":
+        with contextlib.suppress(ImportError):  # the k-means++ products run on torch
+            import torch  # noqa: F401
+    # Many small products in a row: one thread is faster than waking a second for each.
+    with one_thread():
+        return _seed(X, n_clusters, init, rng, min_cluster_size, n_rows or len(X))
 
 
 def _min_cell(min_cluster_size: int, pool: int, n_rows: int) -> int:

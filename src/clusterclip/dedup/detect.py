@@ -332,7 +332,9 @@ def second_nearest(
     centroids = np.asarray(centroids, dtype=np.float32)
     if centroids.shape[0] < 2:
         return out
-    step = max(1, min(int(block_size), SCORE_BYTES // (4 * centroids.shape[0])))
+    step = int(block_size)
+    if tree is None:  # the descent scores a few nodes per row, the flat product every centroid
+        step = max(1, min(step, SCORE_BYTES // (4 * centroids.shape[0])))
     for start in range(0, labels.shape[0], step):
         rows = np.arange(start, min(labels.shape[0], start + step))
         own = labels[rows]
