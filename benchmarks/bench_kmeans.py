@@ -19,8 +19,8 @@ Same data, same process, same run (ratios, not absolute times, are the result):
 4. ``seeding``: imbalanced data (Zipf 1.2): random vs k-means++ vs AFK-MC2:
    objective, NMI to the true clusters, and how many of the rarest half of
    the true clusters survive (are the majority of some cluster).
-5. ``seeding-cost``: n = 200k, d = 384, K = 1024, 20 iterations: k-means++ in
-   rounds (the default) vs ``k-means++-sequential``: seeding time, fit time,
+5. ``seeding-cost``: n = 200k, d = 384, K = 1024, 20 iterations: k-means++ (the
+   default, one centre at a time) vs ``k-means++-rounds``: seeding time, fit time,
    seeding's share of the fit, objective, rare true clusters kept and clusters
    used, on the backend the CPU-flag rule picks (so no probe runs inside the timing).
 
@@ -343,7 +343,7 @@ def section_seeding_cost(config: dict[str, int], seeds: list[int]) -> dict[str, 
         sizes = np.bincount(truth, minlength=k)
         rare = np.argsort(sizes, kind="stable")[: k // 2]
         rare = rare[sizes[rare] > 0]
-        for init in ("k-means++-sequential", "k-means++"):
+        for init in ("k-means++", "k-means++-rounds"):
             model = KMeans(k, seed=seed, n_iter=n_iter, init=init, backend=backend).fit(X)
             labels = model.predict(X)
             row = {
@@ -359,7 +359,7 @@ def section_seeding_cost(config: dict[str, int], seeds: list[int]) -> dict[str, 
                 f"{row['fit_seconds']:6.2f} s  share {100 * row['share']:5.1f} %  objective "
                 f"{row['objective']:.5f}  rare clusters kept {row['rare_kept']}/{len(rare)}  "
                 f"clusters used {row['clusters_used']}/{k} (smallest {row['smallest']})")  # fmt: skip
-    for init in ("k-means++-sequential", "k-means++"):
+    for init in ("k-means++", "k-means++-rounds"):
         mine = [r for r in rows if r["init"] == init]
         log(f"mean  {init:<21} seeding {np.mean([r['seeding_seconds'] for r in mine]):6.2f} s  "
             f"share {100 * np.mean([r['share'] for r in mine]):5.1f} %  objective "

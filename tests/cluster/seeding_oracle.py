@@ -1,5 +1,5 @@
 """The greedy k-means++ loop as it was before issue 14: one centre (one draw, one product)
-at a time. ``init="k-means++-sequential"`` must give exactly its rows."""
+at a time. ``init="k-means++"`` (the default again) must give exactly its rows."""
 
 from __future__ import annotations
 

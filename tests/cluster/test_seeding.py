@@ -1,9 +1,10 @@
-"""k-means++ in rounds (issue 14) against the sequential seeding it replaces.
+"""k-means++ (one centre at a time, the default) and k-means++ in rounds (opt-in).
 
-The rounds version draws ``ceil(K / 64)`` centres per round; it must give the
-sequential result for K <= 64, reach the same objective on real text (BBC News
-embeddings, the ``bbc_workdir`` fixture) and keep rare topics as often, and
-``init="k-means++-sequential"`` must keep the previous release's centres.
+``init="k-means++"`` must keep the previous release's centres. The rounds
+version (``init="k-means++-rounds"``) draws ``ceil(K / 64)`` centres per round;
+it must give the sequential result for K <= 64, and reach the same objective on
+real text (BBC News embeddings, the ``bbc_workdir`` fixture) and keep rare
+topics as often when the rounds are small.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def test_sequential_init_equals_the_previous_seeding(n_clusters, min_cluster_siz
     X, _ = vmf_mixture(12_000, 32, 40, seed=1, spread=0.6)
     for seed in range(3):
         centroids, info = seed_centroids(
-            X, n_clusters, init="k-means++-sequential", rng=np.random.default_rng(seed),
+            X, n_clusters, init="k-means++", rng=np.random.default_rng(seed),
             min_cluster_size=min_cluster_size,
         )  # fmt: skip
         pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, 8192))
@@ -61,7 +62,7 @@ def test_sequential_init_equals_the_previous_seeding(n_clusters, min_cluster_siz
             X, n_clusters, np.random.default_rng(seed), pool=pool, min_cell=min_cell
         )
         np.testing.assert_array_equal(centroids, X[rows])
-        assert info["init"] == "k-means++-sequential" and "picks_per_round" not in info
+        assert info["init"] == "k-means++" and "picks_per_round" not in info
 
 
 @pytest.mark.parametrize("n_clusters", [2, 12, 64])
@@ -69,26 +70,31 @@ def test_rounds_are_the_sequential_seeding_up_to_64_clusters(mixture, n_clusters
     X, _ = mixture
     for seed in SEEDS:
         for min_cell in (1, 4):
-            rounds = kmeans_plusplus(X, n_clusters, np.random.default_rng(seed), min_cell=min_cell)
+            rounds = kmeans_plusplus(
+                X, n_clusters, np.random.default_rng(seed), min_cell=min_cell,
+                per_round=picks_per_round(n_clusters),
+            )  # fmt: skip
+            default = kmeans_plusplus(X, n_clusters, np.random.default_rng(seed), min_cell=min_cell)
             sequential = sequential_kmeans_plusplus(
                 X, n_clusters, np.random.default_rng(seed), min_cell=min_cell
             )
             np.testing.assert_array_equal(rounds, sequential)
+            np.testing.assert_array_equal(default, sequential)
 
 
 def test_rounds_are_deterministic_and_distinct(bbc):
     X, _ = bbc
-    a = kmeans_plusplus(X, 100, np.random.default_rng(3))
-    b = kmeans_plusplus(X, 100, np.random.default_rng(3))
+    a = kmeans_plusplus(X, 100, np.random.default_rng(3), per_round=2)
+    b = kmeans_plusplus(X, 100, np.random.default_rng(3), per_round=2)
     np.testing.assert_array_equal(a, b)
     assert len(np.unique(a)) == 100
-    c = kmeans_plusplus(X, 100, np.random.default_rng(4))
+    c = kmeans_plusplus(X, 100, np.random.default_rng(4), per_round=2)
     assert not np.array_equal(a, c)
-    _, info = seed_centroids(X, 100, init="k-means++", rng=np.random.default_rng(0))
+    _, info = seed_centroids(X, 100, init="k-means++-rounds", rng=np.random.default_rng(0))
     assert info["picks_per_round"] == 2
 
 
-@pytest.mark.parametrize(("n_clusters", "per_round"), [(20, 5), (40, 10), (100, None)])
+@pytest.mark.parametrize(("n_clusters", "per_round"), [(20, 5), (40, 10), (100, 2)])
 def test_rounds_reach_the_sequential_seeding_objective_on_bbc(bbc, n_clusters, per_round):
     # Up to 10 centres per round on 400 documents: far coarser than the default's
     # ceil(K / 64), so a loss would show here first.
@@ -104,17 +110,17 @@ def test_rounds_reach_the_sequential_seeding_objective_on_bbc(bbc, n_clusters, p
 
 
 def test_rounds_fit_as_well_as_sequential_on_bbc(bbc):
-    # K = 100 > 64: the default init takes 2 centres per round.
+    # K = 100 > 64: the rounds take 2 centres each.
     X, _ = bbc
     for seed in SEEDS:
         fits = {
             init: KMeans(100, seed=seed, init=init, backend="numpy").fit(X)
-            for init in ("k-means++", "k-means++-sequential")
+            for init in ("k-means++-rounds", "k-means++")
         }
-        rounds, sequential = fits["k-means++"], fits["k-means++-sequential"]
+        rounds, sequential = fits["k-means++-rounds"], fits["k-means++"]
         assert rounds.objective_ == pytest.approx(sequential.objective_, rel=0.005)
         used = {init: len(np.unique(fit.labels_)) for init, fit in fits.items()}
-        assert used["k-means++"] >= used["k-means++-sequential"] - 1, used
+        assert used["k-means++-rounds"] >= used["k-means++"] - 1, used
 
 
 def test_rounds_keep_a_rare_topic_as_often_as_sequential(bbc):

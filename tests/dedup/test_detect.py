@@ -150,7 +150,6 @@ def test_second_nearest_through_a_tree_equals_the_flat_one_when_the_beam_covers_
     so the tree's second-nearest leaf is the exact one; each document's own cluster is
     its exact nearest leaf."""
     from clusterclip.cluster import HierarchicalKMeans
-
     from clusterclip.dedup import detect
 
     monkeypatch.setattr(detect, "SCORE_BYTES", 4 * 24 * 10)  # flat: 10 rows at a time

@@ -268,10 +268,10 @@ class KMeans:
     max_points_per_centroid : int
         The fit uses at most ``max_points_per_centroid * n_clusters`` rows drawn
         without replacement (all rows if there are fewer); ``sample_size_`` says how many.
-    init : {"k-means++", "k-means++-sequential", "afk-mc2", "random"}
-        Seeding (:mod:`clusterclip.cluster.seeding`). ``k-means++`` draws its
-        centres in about 64 rounds; for ``K > 64`` its centres and labels differ
-        from earlier releases, which ``k-means++-sequential`` reproduces.
+    init : {"k-means++", "k-means++-rounds", "afk-mc2", "random"}
+        Seeding (:mod:`clusterclip.cluster.seeding`). ``k-means++`` is greedy
+        k-means++, one centre at a time; ``k-means++-rounds`` draws the centres in
+        about 64 rounds (cheaper, slightly lower objective at large ``K``).
     n_init : int
         Independent seedings + Lloyd runs on the same sample; the one with the
         best objective is kept (each run costs a full fit).

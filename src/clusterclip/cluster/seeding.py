@@ -4,19 +4,22 @@ Distances are the squared Euclidean distance between unit vectors,
 ``2 * (1 - cosine)``, so D^2 weighting is weighting by ``1 - max cosine``.
 
 ``k-means++`` (Arthur & Vassilvitskii 2007, greedy variant as in scikit-learn)
-    D^2 sampling keeping the best of ``2 + ln K`` candidates per centre, over a
-    pool that is a random subset of ``max(8 * K, 8192)`` rows of the fit sample
-    (the pool size is reported). The candidates are drawn in rounds of
-    ``ceil(K / 64)`` centres (batched D^2 sampling, as in k-means||): one draw
-    and one candidates x pool matrix product per round, so about 64 passes over
-    the pool instead of ``K``; inside a round each centre is still the greedy
-    best of its own candidates against the distances updated by the centres
-    picked before it. For ``K <= 64`` a round holds one centre and the result is
-    exactly ``k-means++-sequential``'s; for larger ``K`` the centres (and so the
-    labels) differ from clusterclip 0.x before issue 14, at the same objective.
-``k-means++-sequential``
-    the same greedy k-means++, one centre (one draw, one product) at a time:
-    the seeding of earlier releases, kept to reproduce their labels.
+    D^2 sampling keeping the best of ``2 + ln K`` candidates per centre, one
+    centre (one draw, one candidates x pool product) at a time, over a pool that
+    is a random subset of ``max(8 * K, 8192)`` rows of the fit sample (the pool
+    size is reported). The ``K - 1`` products are small, so seeding runs on one
+    thread (:func:`clusterclip.cluster.blas.one_thread`): on two busy cores each
+    product had waited for the second thread (K = 1024: 27-35 s of an 80-90 s fit,
+    1.7 s on one thread; docs/clustering.md).
+``k-means++-rounds``
+    the same greedy k-means++ with the candidates drawn in rounds of
+    ``ceil(K / 64)`` centres (batched D^2 sampling, as in k-means||): one draw and
+    one candidates x pool product per round, so about 64 products instead of
+    ``K``; inside a round each centre is still the greedy best of its own
+    candidates against the distances updated by the centres picked before it.
+    For ``K <= 64`` it is exactly ``k-means++``. Cheaper, but measured slightly
+    worse (objective 0.07 % lower, ~6 of 512 rare clusters fewer over 10 seeds
+    at K = 1024), so opt-in.
 ``afk-mc2`` (Bachem et al. 2016)
     approximates D^2 sampling over the *whole* sample with a Markov chain of
     ``chain_length`` proposals per centre drawn from ``q(x) = d(x, c1)^2 / 2S + 1 / 2n``;
@@ -46,21 +49,21 @@ __all__ = [
     "seed_centroids",
 ]
 
-INITS = ("k-means++", "k-means++-sequential", "afk-mc2", "random")
+INITS = ("k-means++", "k-means++-rounds", "afk-mc2", "random")
 
 #: k-means++ candidate pool: this many sample rows per centroid (at least _POOL_MIN).
 POOL_PER_CENTROID = 8
 _POOL_MIN = 8192
 #: Draws per k-means++ step while every candidate is isolated (``min_cell``).
 _REDRAWS = 8
-#: k-means++ draws its centres in about this many rounds (``ceil(K / ROUNDS)`` per round).
+#: ``k-means++-rounds`` draws its centres in about this many rounds (``ceil(K / ROUNDS)`` each).
 ROUNDS = 64
 #: Bytes of candidate x pool distances held at once (a round's product is cut to fit).
 _ROUND_BYTES = 128 << 20
 
 
 def picks_per_round(n_clusters: int) -> int:
-    """Centres k-means++ draws per round: ``ceil(K / 64)`` (1 up to K = 64).
+    """Centres ``k-means++-rounds`` draws per round: ``ceil(K / 64)`` (1 up to K = 64).
 
     >>> picks_per_round(64), picks_per_round(65), picks_per_round(1024)
     (1, 2, 16)
@@ -108,7 +111,7 @@ def kmeans_plusplus(
     *,
     n_local_trials: int | None = None,
     min_cell: int = 1,
-    per_round: int | None = None,
+    per_round: int = 1,
 ) -> np.ndarray:
     """Greedy k-means++ seeding under cosine distance; returns row indices of ``X`` (K,).
 
@@ -116,15 +119,15 @@ def kmeans_plusplus(
     sampling that lowers the total distance most (``2 + ln K`` trials by
     default, as scikit-learn does; 1 gives the original k-means++).
 
-    The candidates are drawn ``per_round`` centres at a time (default
-    :func:`picks_per_round`, ``ceil(K / 64)``): one D^2 draw of
-    ``per_round * trials`` rows from the distances at the start of the round and
-    one product of those rows against the pool. The centres of a round are then
-    picked one after the other, each the greedy best of its own candidates
-    against the distances updated by the centres picked before it (no product
-    needed: the candidates' distances are already there). ``per_round=1`` is
-    plain sequential greedy k-means++ (``init="k-means++-sequential"``), and so
-    is the default for ``K <= 64``. Deterministic for a given ``rng`` state.
+    With ``per_round > 1`` the candidates are drawn ``per_round`` centres at a
+    time (``init="k-means++-rounds"`` passes :func:`picks_per_round`): one D^2
+    draw of ``per_round * trials`` rows from the distances at the start of the
+    round and one product of those rows against the pool. The centres of a round
+    are then picked one after the other, each the greedy best of its own
+    candidates against the distances updated by the centres picked before it (no
+    product needed: the candidates' distances are already there). The default,
+    ``per_round=1``, is plain sequential greedy k-means++ (``init="k-means++"``).
+    Deterministic for a given ``rng`` state.
 
     D^2 sampling favours isolated points, and a centre on an isolated point
     keeps a cluster of one. With ``min_cell > 1`` a candidate whose cell (the
@@ -140,7 +143,7 @@ def kmeans_plusplus(
     n = len(X)
     products = _pool_products(X)
     trials = n_local_trials or 2 + int(np.log(n_clusters))
-    per_round = per_round or picks_per_round(n_clusters)
+    per_round = max(1, int(per_round))
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
     distance = np.maximum(1.0 - X @ X[chosen[0]], 0.0).astype(np.float32)
@@ -311,11 +314,11 @@ def _seed(
 ) -> tuple[np.ndarray, dict[str, int | str]]:
     min_cell = 1
     per_round = 1
-    if init in ("k-means++", "k-means++-sequential"):
+    if init in ("k-means++", "k-means++-rounds"):
         pool = min(len(X), max(POOL_PER_CENTROID * n_clusters, _POOL_MIN))
         subset = np.sort(rng.choice(len(X), pool, replace=False)) if pool < len(X) else None
         min_cell = _min_cell(min_cluster_size, pool, max(n_rows, len(X)))
-        if init == "k-means++":
+        if init == "k-means++-rounds":
             per_round = picks_per_round(n_clusters)
         rows = kmeans_plusplus(
             X if subset is None else X[subset],
