@@ -588,18 +588,11 @@ class _Windows:
             window = self.chooser.next()
         if window is None or window.start != g0:  # the caller asks for positions in order
             raise RuntimeError("clusterclip: the window source was asked for a gap")
-        groups, draws, slots = window.groups, window.draws, window.slots
-        n = window.size if limit is None else min(window.size, limit - g0)
-        if n < window.size:  # the budget ends inside the window: its prefix
-            inside = slots < n
-            groups, draws, slots = groups[inside], draws[inside], slots[inside]
-        # Looked up in group order (member reads go forward), then put in place.
-        docs = np.empty(n, dtype=np.int64)
-        docs[slots] = self.prep.groups.lookup(groups, draws)
-        chosen = np.empty(n, dtype=np.int64)
-        chosen[slots] = groups
-        clips = np.sort(slots[draws == self.prep.caps[groups] - 1])
-        return docs, chosen, clips
+        groups, draws, clips = window.groups, window.draws, window.clips
+        if limit is not None and limit - g0 < window.size:  # the budget ends inside: a prefix
+            n = limit - g0
+            groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
+        return self.prep.groups.lookup(groups, draws), groups, clips
 
 
 def _legacy_groups(
