@@ -133,7 +133,8 @@ def compute_stats(
     """
     if cluster_ids is None:
         cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
-    repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64)
+    # int64 already where intp is (no copy of N entries then)
+    repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64, copy=False)
     sparse = cluster_ids.size and int(cluster_ids[-1]) != cluster_ids.size - 1
     draws = np.zeros(cluster_ids.size, dtype=np.int64)
     if sparse and members is not None:
