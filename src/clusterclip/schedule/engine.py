@@ -640,11 +640,16 @@ class _Windows:
             window = self.chooser.next()
         if window is None or window.start != g0:  # the caller asks for positions in order
             raise RuntimeError("clusterclip: the window source was asked for a gap")
-        groups, draws, clips = window.groups, window.draws, window.clips
+        groups, draws, clips, order = window.groups, window.draws, window.clips, window.order
         if limit is not None and limit - g0 < window.size:  # the budget ends inside: a prefix
             n = limit - g0
             groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
-        return self.prep.groups.lookup(groups, draws), groups, clips
+            order = None if order is None else order[order < n]
+        if order is None:
+            return self.prep.groups.lookup(groups, draws), groups, clips
+        docs = np.empty(groups.size, dtype=np.int64)  # looked up group by group, put in place
+        docs[order] = self.prep.groups.lookup(groups[order], draws[order])
+        return docs, groups, clips
 
 
 def _legacy_groups(
