@@ -161,7 +161,7 @@ def compute_stats(
         draws_per_cluster=draws,
         clip_step=clip_step,
         max_repeats_per_document=int(repeats.max()) if repeats.size else 0,
-        n_distinct_documents=int((repeats > 0).sum()),
+        n_distinct_documents=int(np.count_nonzero(repeats)),
         n_tokens=None if lengths is None else int(lengths[indices].sum()),
         planned_draws=planned_draws,
         repeats_per_document=repeats,
