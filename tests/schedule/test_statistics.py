@@ -152,3 +152,28 @@ def test_pinned_sequence_of_each_schedule_version(version, order, expected):
     )
     assert schedule.indices.tolist() == expected
     assert schedule.config.schedule_version == version
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 2**20])
+def test_draws_per_cluster_summed_over_members_match_the_labels(monkeypatch, chunk):
+    """Sparse ids: summing repeats over each cluster's documents, chunk by chunk
+    (clusters straddling and exceeding a chunk), counts what a label per draw counts."""
+    import clusterclip.schedule.stats as stats
+
+    rng = np.random.default_rng(9)
+    ids = np.sort(rng.choice(2**31, size=40, replace=False))
+    sizes = rng.integers(1, 30, ids.size)
+    sizes[3] = 200  # larger than most chunks
+    labels = np.repeat(ids, sizes)[rng.permutation(int(sizes.sum()))]
+    indices = rng.integers(0, labels.size, 5000)
+    documents = np.argsort(labels, kind="stable")
+    offsets = np.cumsum(sizes) - sizes
+    at = np.arange(ids.size)
+    common = dict(budget_met=True, exhausted_at=None, clip_step=np.full(ids.size, -1))
+    by_labels = stats.compute_stats(indices, labels, None, cluster_ids=ids, **common)
+    monkeypatch.setattr(stats, "_CHUNK", chunk)
+    by_members = stats.compute_stats(
+        indices, labels, None, cluster_ids=ids, members=(documents, offsets, at), **common
+    )
+    assert by_members.draws_per_cluster.tolist() == by_labels.draws_per_cluster.tolist()
+    assert by_labels.draws_per_cluster.sum() == indices.size

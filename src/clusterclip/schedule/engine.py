@@ -175,6 +175,51 @@ def _members_by_group(labels: np.ndarray, group_of: _GroupOf) -> np.ndarray:
     return members
 
 
+def _grouped_by_label(
+    labels: np.ndarray, max_label: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Non-empty clusters and their documents from one sort of ``label << b | document``.
+
+    Returns the ascending ids of the non-empty clusters, their sizes (int64)
+    and the documents of each, concatenated in id order, ascending inside a
+    cluster (negative labels left out); None when the labels do not fit beside
+    ``b = bit_length(N - 1)`` document bits in an int64 (then
+    :func:`_present_clusters` and :func:`_members_by_group` do it). One sort
+    replaces a count or a sort of the labels, a group index per document and a
+    sort of those, whatever the ids (dense or sparse). Memory: N int64 plus the
+    result, beyond the labels.
+    """
+    n = labels.shape[0]
+    bits = max(n - 1, 1).bit_length()
+    if max_label >= 2 ** (63 - bits):
+        return None
+    packed = np.empty(n, dtype=np.int64)
+    for start, part in _label_chunks(labels):
+        block = packed[start : start + part.size]
+        np.maximum(part, -1, out=block)  # every negative label first, as -1
+        block <<= bits
+        block |= np.arange(start, start + part.size)
+    packed.sort()
+    skipped = int(np.searchsorted(packed, 0))
+    members = np.empty(n - skipped, dtype=_member_dtype(n))
+    heads = []  # where each cluster's documents start in members
+    low = (1 << bits) - 1
+    previous = -1
+    for start in range(0, members.size, _LABEL_CHUNK):
+        chunk = packed[skipped + start : skipped + start + _LABEL_CHUNK]
+        members[start : start + chunk.size] = chunk & low
+        label = chunk >> bits
+        change = np.empty(label.size, dtype=bool)
+        change[0] = int(label[0]) != previous  # labels here are >= 0: a head at 0
+        np.not_equal(label[1:], label[:-1], out=change[1:])
+        heads.append(np.flatnonzero(change) + start)
+        previous = int(label[-1])
+    starts = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
+    ids = packed[skipped + starts] >> bits
+    sizes = np.diff(starts, append=members.size)
+    return ids, sizes, members
+
+
 def _caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:
     """Per group cap ``max_repeats * size`` (``NO_CAP`` where that is out of reach).
 
@@ -241,7 +286,11 @@ class Prepared:
         self.lengths = lengths
         labels = labels if units is None else units.labels
         max_label = int(labels.max())
-        present, counts = _present_clusters(labels, max_label)
+        grouped = None if policy.single_group else _grouped_by_label(labels, max_label)
+        if grouped is None:
+            present, counts = _present_clusters(labels, max_label)
+        else:
+            present, counts, by_label = grouped
         self.stats_ids = (
             np.arange(max_label + 1, dtype=np.int64) if _is_dense(labels, max_label) else present
         )
@@ -261,8 +310,11 @@ class Prepared:
             self.cluster_ids = present[drawn]
             sizes = counts[drawn]
             self.weights = weights[drawn]
-            group_of = _GroupOf(self.cluster_ids, max_label, _is_dense(labels, max_label))
-            members = _members_by_group(labels, group_of)
+            if grouped is None:
+                group_of = _GroupOf(self.cluster_ids, max_label, _is_dense(labels, max_label))
+                members = _members_by_group(labels, group_of)
+            else:  # the drawn clusters' documents
+                members = by_label if drawn.all() else by_label[np.repeat(drawn, counts)]
             keys = self.cluster_ids
             purpose = PURPOSE_CLUSTER_PASS
         # policy="hierarchical": the ancestor path of every group's leaf (None: flat).
@@ -588,18 +640,16 @@ class _Windows:
             window = self.chooser.next()
         if window is None or window.start != g0:  # the caller asks for positions in order
             raise RuntimeError("clusterclip: the window source was asked for a gap")
-        groups, draws, slots = window.groups, window.draws, window.slots
-        n = window.size if limit is None else min(window.size, limit - g0)
-        if n < window.size:  # the budget ends inside the window: its prefix
-            inside = slots < n
-            groups, draws, slots = groups[inside], draws[inside], slots[inside]
-        # Looked up in group order (member reads go forward), then put in place.
-        docs = np.empty(n, dtype=np.int64)
-        docs[slots] = self.prep.groups.lookup(groups, draws)
-        chosen = np.empty(n, dtype=np.int64)
-        chosen[slots] = groups
-        clips = np.sort(slots[draws == self.prep.caps[groups] - 1])
-        return docs, chosen, clips
+        groups, draws, clips, order = window.groups, window.draws, window.clips, window.order
+        if limit is not None and limit - g0 < window.size:  # the budget ends inside: a prefix
+            n = limit - g0
+            groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
+            order = None if order is None else order[order < n]
+        if order is None:
+            return self.prep.groups.lookup(groups, draws), groups, clips
+        docs = np.empty(groups.size, dtype=np.int64)  # looked up group by group, put in place
+        docs[order] = self.prep.groups.lookup(groups[order], draws[order])
+        return docs, groups, clips
 
 
 def _legacy_groups(

@@ -128,17 +128,26 @@ def compute_stats(
     ``0 .. max_label``. ``clip_step`` and ``planned_draws`` are aligned with them.
     ``members``, optional: ``(documents, offsets, at)``, the documents of the
     clusters ``cluster_ids[at]`` concatenated (cluster ``i``'s from ``offsets[i]``),
-    holding every scheduled document: draws per cluster are then summed over
-    them, without looking up a label per draw (a search each for sparse ids).
+    holding every scheduled document (none empty): draws per cluster are then
+    summed over them, without looking up a label per draw (a search each for
+    sparse ids), about ``_CHUNK`` documents at a time.
     """
     if cluster_ids is None:
         cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
-    repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64)
+    # int64 already where intp is (no copy of N entries then)
+    repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64, copy=False)
     sparse = cluster_ids.size and int(cluster_ids[-1]) != cluster_ids.size - 1
     draws = np.zeros(cluster_ids.size, dtype=np.int64)
     if sparse and members is not None:
         documents, offsets, at = members
-        draws[at] = np.add.reduceat(repeats[documents], offsets) if offsets.size else 0
+        ends = np.append(offsets[1:], documents.size)
+        first = 0
+        while first < offsets.size:  # the clusters starting in the next _CHUNK documents
+            last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + _CHUNK)))
+            low, high = offsets[first], ends[last - 1]
+            drawn = repeats[documents[low:high]]
+            draws[at[first:last]] = np.add.reduceat(drawn, offsets[first:last] - low)
+            first = last
     else:
         for start in range(0, indices.shape[0], _CHUNK):  # no temporary as long as T
             drawn = labels[indices[start : start + _CHUNK]]
@@ -152,7 +161,7 @@ def compute_stats(
         draws_per_cluster=draws,
         clip_step=clip_step,
         max_repeats_per_document=int(repeats.max()) if repeats.size else 0,
-        n_distinct_documents=int((repeats > 0).sum()),
+        n_distinct_documents=int(np.count_nonzero(repeats)),
         n_tokens=None if lengths is None else int(lengths[indices].sum()),
         planned_draws=planned_draws,
         repeats_per_document=repeats,

@@ -28,15 +28,17 @@ import numpy as np
 
 from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence
 
-__all__ = ["WINDOW", "WindowChooser", "Window"]
+__all__ = ["WINDOW", "Window", "WindowChooser", "ranks_among_equal", "ranks_by_sort"]
 
 #: Candidates per window (part of SCHEDULE_VERSION 3).
 WINDOW = 2**16
-_POSITION_BITS = 16  # WINDOW == 2**_POSITION_BITS
+#: Below this many listed groups a window's candidates are ranked by one sort
+#: (most share a group), else by :func:`ranks_among_equal`: a speed knob only.
+_FEW_GROUPS = 4 * WINDOW
 
 
 class Window:
-    """The kept positions of one window, listed by group (then by position).
+    """The kept positions of one window, in window order.
 
     Attributes
     ----------
@@ -44,25 +46,104 @@ class Window:
         Global position of the window's first kept candidate.
     size : int
         Kept positions.
-    groups, draws, slots : ndarray of int64, shape (size,)
-        Sorted by group: group index, draw number, and offset in the window's
-        positions (``start + slots[i]`` is the global position).
+    groups, draws : ndarray of int64, shape (size,)
+        Group index and draw number of positions ``start, start + 1, ...``.
+    clips : ndarray of int64
+        Ascending offsets (in ``[0, size)``) of the positions that take their
+        group's last draw (``draws == caps[groups] - 1``): the group is clipped there.
+    order : ndarray of int64 or None
+        The offsets ordered by group (then offset) when the window was ranked
+        by a sort (few groups), else None: lookups in that order read each
+        group's members (or pass permutation) together.
     """
 
-    __slots__ = ("draws", "groups", "size", "slots", "start")
+    __slots__ = ("clips", "draws", "groups", "order", "size", "start")
 
     def __init__(
-        self, start: int, groups: np.ndarray, draws: np.ndarray, slots: np.ndarray
+        self,
+        start: int,
+        groups: np.ndarray,
+        draws: np.ndarray,
+        clips: np.ndarray,
+        order: np.ndarray | None = None,
     ) -> None:
         self.start = start
-        self.groups, self.draws, self.slots = groups, draws, slots
+        self.groups, self.draws, self.clips, self.order = groups, draws, clips, order
         self.size = int(groups.size)
 
-    def in_order(self) -> np.ndarray:
-        """Group of every position, in window order."""
-        out = np.empty(self.size, dtype=np.int64)
-        out[self.slots] = self.groups
-        return out
+
+def ranks_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of every entry among the earlier entries of the same value, and the stable order.
+
+    One sort of ``value << b | position`` (``b = bit_length(n - 1)``; values
+    below ``2**(63 - b)``), several times faster than a stable argsort of int64.
+
+    Returns
+    -------
+    ranks : ndarray of int64, shape (n,)
+    order : ndarray of int64, shape (n,)
+        The positions by value, then position (``np.argsort(values, kind="stable")``).
+
+    Examples
+    --------
+    >>> [a.tolist() for a in ranks_by_sort(np.array([5, 2, 5, 5, 2, 0]))]
+    [[0, 0, 1, 2, 1, 0], [5, 1, 4, 0, 2, 3]]
+    """
+    n = values.size
+    bits = max(n - 1, 1).bit_length()
+    packed = values << bits
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort()
+    order = packed & ((1 << bits) - 1)
+    packed >>= bits  # the values, sorted
+    head = np.empty(n, dtype=bool)
+    head[:1] = True
+    np.not_equal(packed[1:], packed[:-1], out=head[1:])
+    heads = np.flatnonzero(head)  # where each value's run starts
+    sorted_ranks = np.arange(n, dtype=np.int64)
+    sorted_ranks -= np.repeat(heads, np.diff(heads, append=n))
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = sorted_ranks
+    return ranks, order
+
+
+def ranks_among_equal(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """Rank of every entry among the earlier entries of the same value (0 for a first).
+
+    Parameters
+    ----------
+    values : ndarray of int64, shape (n,)
+        Non-negative, each below ``scratch.size`` and below ``2**(63 - bit_length(n - 1))``.
+    scratch : ndarray of int32 or int64
+        Working space, overwritten where ``values`` point (its contents do not
+        matter): one entry per possible value keeps this O(n), with no sort of
+        the whole array. Its dtype must hold ``n - 1``.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+
+    Only the entries whose value occurs more than once need ordering: one
+    scatter and one gather find them (each value's entries all write their
+    position; whichever survives, every other entry reads a position not its
+    own), then :func:`ranks_by_sort` of those entries alone ranks them.
+
+    Examples
+    --------
+    >>> ranks_among_equal(np.array([5, 2, 5, 5, 2, 0]), np.empty(6, np.int32)).tolist()
+    [0, 0, 1, 2, 1, 0]
+    """
+    n = values.size
+    position = np.arange(n, dtype=scratch.dtype)
+    scratch[values] = position
+    survivor = scratch[values]
+    repeated = survivor != position  # every entry of a repeated value but the survivor
+    repeated[survivor[repeated]] = True  # and the survivors
+    which = np.flatnonzero(repeated)
+    ranks = np.zeros(n, dtype=np.int64)
+    if which.size:
+        ranks[which] = ranks_by_sort(values[which])[0]
+    return ranks
 
 
 class WindowChooser:
@@ -79,7 +160,7 @@ class WindowChooser:
     Attributes
     ----------
     counts : ndarray of int64, shape (G,)
-        Draws of every group before the next window.
+        Draws of every group before the next window (a strided view).
     position : int
         Global position of the next window's first kept candidate.
     """
@@ -88,7 +169,10 @@ class WindowChooser:
         self.seed = seed
         self.weights = weights
         self.caps = caps
-        self.counts = np.zeros(len(caps), dtype=np.int64)
+        # Each group's count and cap side by side: one memory read per candidate.
+        self._state = np.zeros((len(caps), 2), dtype=np.int64)
+        self._state[:, 1] = caps
+        self.counts = self._state[:, 0]  # a view
         self.listed = np.flatnonzero(caps > 0)
         self.n_active = int(self.listed.size)
         self.n_clipped_listed = 0
@@ -96,6 +180,7 @@ class WindowChooser:
         self.window = 0
         self.position = 0
         self._cdf: np.ndarray | None = None
+        self._scratch = np.empty(len(caps), dtype=np.int32)  # for ranks_among_equal
 
     def _candidates(self) -> np.ndarray:
         rng = np.random.Generator(
@@ -103,12 +188,15 @@ class WindowChooser:
         )
         m = self.listed.size
         if self.equal:
-            return self.listed[rng.integers(m, size=WINDOW)]
-        if self._cdf is None:
-            cumulative = np.cumsum(self.weights[self.listed])
-            self._cdf = cumulative / cumulative[-1]
-        picked = np.searchsorted(self._cdf, rng.random(WINDOW), side="right")
-        return self.listed[np.minimum(picked, m - 1)]
+            picked = rng.integers(m, size=WINDOW)
+        else:
+            if self._cdf is None:
+                cumulative = np.cumsum(self.weights[self.listed])
+                self._cdf = cumulative / cumulative[-1]
+            picked = np.searchsorted(self._cdf, rng.random(WINDOW), side="right")
+            np.minimum(picked, m - 1, out=picked)
+        # Every group listed: self.listed is arange(G), nothing to map.
+        return picked if m == len(self.caps) else self.listed[picked]
 
     def next(self) -> Window | None:
         """The next window (its counts applied), or None once every group is clipped."""
@@ -119,38 +207,26 @@ class WindowChooser:
             self.n_clipped_listed = 0
             self._cdf = None
         candidates = self._candidates()
-        # One sort gives each candidate's rank among its group's candidates.
-        packed = candidates << _POSITION_BITS
-        packed |= np.arange(WINDOW, dtype=np.int64)
-        packed.sort()
-        groups = packed >> _POSITION_BITS
-        offsets = packed & (WINDOW - 1)
-        is_head = np.empty(WINDOW, dtype=bool)
-        is_head[0] = True
-        np.not_equal(groups[1:], groups[:-1], out=is_head[1:])
-        heads = np.flatnonzero(is_head)
-        run_start = np.zeros(WINDOW, dtype=np.int64)
-        run_start[heads] = heads
-        np.maximum.accumulate(run_start, out=run_start)
-        draws = self.counts[groups]  # sorted: the reads go forward
-        draws += np.arange(WINDOW, dtype=np.int64)
-        draws -= run_start  # + the rank among the group's candidates
-        kept = draws < self.caps[groups]
-        head_groups = groups[heads]
-        before = self.counts[head_groups]
-        caps = self.caps[head_groups]
-        after = np.minimum(before + np.diff(np.append(heads, WINDOW)), caps)
-        self.counts[head_groups] = after
-        clipped = int(np.count_nonzero((after == caps) & (before < caps)))
+        state = np.take(self._state, candidates, axis=0)
+        order = None
+        if self.listed.size < _FEW_GROUPS:
+            ranks, order = ranks_by_sort(candidates)
+        else:
+            ranks = ranks_among_equal(candidates, self._scratch)
+        draws = state[:, 0] + ranks
+        caps = state[:, 1]
+        kept = draws < caps
+        final = draws == caps - 1  # the group's last draw: clipped there
+        clipped = int(np.count_nonzero(final))
         self.n_active -= clipped
         self.n_clipped_listed += clipped
+        groups = candidates
         if not kept.all():
-            groups, offsets, draws = groups[kept], offsets[kept], draws[kept]
-            # Slots: the offsets' ranks among the kept offsets (window order).
-            marked = np.zeros(WINDOW, dtype=np.int64)
-            marked[offsets] = 1
-            offsets = (np.cumsum(marked) - 1)[offsets]
-        window = Window(self.position, groups, draws, offsets)
+            groups, draws, final = candidates[kept], draws[kept], final[kept]
+            if order is not None:  # the kept ones, renumbered
+                order = (np.cumsum(kept) - 1)[order[kept[order]]]
+        np.add.at(self.counts, groups, 1)  # each group's kept candidates
+        window = Window(self.position, groups, draws, np.flatnonzero(final), order)
         self.position += window.size
         self.window += 1
         return window
