@@ -1,4 +1,4 @@
-"""Put faiss's bundled OpenBLAS on the right kernels before faiss is imported; one-thread sections.
+"""Put faiss's bundled OpenBLAS on the right kernels before faiss is imported.
 
 faiss-cpu wheels (1.15 here) bundle OpenBLAS 0.3.15, which does not recognise
 recent Intel CPUs (Sapphire Rapids and later) and falls back to its generic
@@ -16,10 +16,8 @@ these CPUs correctly) is not affected; torch uses oneDNN/MKL, not OpenBLAS.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -30,7 +28,6 @@ __all__ = [
     "SLOW_CORETYPES",
     "faiss_blas_info",
     "import_faiss",
-    "one_thread",
     "recommended_coretype",
 ]
 
@@ -144,34 +141,3 @@ def faiss_blas_info() -> dict[str, Any]:
     architecture = str(info["architecture"] or "").lower()
     info["slow"] = architecture in SLOW_CORETYPES
     return info
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """One BLAS / torch thread inside the block, for many small products in a row.
-
-    Waking a second thread for a small product costs more than the product on a
-    busy machine: 35x for a node split of hierarchical k-means (330 x 384 rows,
-    33 centroids), and 6x for sequential k-means++ seeding (1,023 products of
-    9 x 8,192 pool rows: 48 s on two threads, 7.7 s on one, load 6 on 2 cores).
-    The thread counts are restored on exit.
-
-    >>> with one_thread():
-    ...     pass
-    """
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with the cluster extra
-        limits: Any = contextlib.nullcontext()
-    else:
-        limits = threadpool_limits(limits=1)
-    with limits:
-        if torch is not None:
-            torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            if torch is not None:
-                torch.set_num_threads(before)

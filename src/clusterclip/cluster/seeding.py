@@ -8,7 +8,7 @@ Distances are the squared Euclidean distance between unit vectors,
     centre (one draw, one candidates x pool product) at a time, over a pool that
     is a random subset of ``max(8 * K, 8192)`` rows of the fit sample (the pool
     size is reported). The ``K - 1`` products are small, so seeding runs on one
-    thread (:func:`clusterclip.cluster.blas.one_thread`): on two busy cores each
+    thread (:func:`clusterclip.threads.one_thread`): on two busy cores each
     product had waited for the second thread (K = 1024: 27-35 s of an 80-90 s fit,
     1.7 s on one thread; docs/clustering.md).
 ``k-means++-rounds``
@@ -287,7 +287,7 @@ def seed_centroids(
     >>> C.shape, info["init"]
     ((2, 3), 'random')
     """
-    from clusterclip.cluster.blas import one_thread
+    from clusterclip.threads import one_thread
 
     if init != "random":
         with contextlib.suppress(ImportError):  # the k-means++ products run on torch

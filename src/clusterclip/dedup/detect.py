@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from clusterclip.cluster.hierarchical import Tree
+    from clusterclip.tree import Tree
 
 __all__ = [
     "DuplicateGroups",

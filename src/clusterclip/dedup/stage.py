@@ -137,7 +137,7 @@ class DedupStage:
         centroids = work.centroids()
         neighbours, neighbour_note = None, "off: the centroids do not match the labels"
         if centroids.shape[0] > int(labels.max(initial=-1)):  # centroids match the labels
-            tree = _tree(work)
+            tree = work.cluster_tree()
             with progress_bar(total=len(labels), desc="dedup: neighbours", unit="doc") as bar:
                 neighbours = second_nearest(
                     embeddings.__getitem__, labels, centroids, tree=tree, progress=bar.update
@@ -174,14 +174,6 @@ class DedupStage:
             summary["warnings"] = [warning]
         result = DedupResult(work.path, groups.representative, summary)
         return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
-
-
-def _tree(work: WorkDir) -> Any:
-    """The cluster tree of a hierarchical cluster stage (its leaves are the centroids), or None."""
-    from clusterclip.cluster.hierarchical import Tree
-
-    stored = work.level_centroids()
-    return None if stored is None else Tree(tuple(stored[0]), tuple(stored[1]))
 
 
 #: A near group larger than this share of the usable documents is reported as a chain.

@@ -414,6 +414,16 @@ class WorkDir:
             parents = [stored[f"parents_{i}"] for i in range(1, count)]
         return centroids, parents
 
+    def cluster_tree(self) -> Any:
+        """The :class:`clusterclip.tree.Tree` of a hierarchical cluster stage, or None for flat k-means.
+
+        Built from :meth:`level_centroids`; its leaves are :meth:`centroids`.
+        """
+        from clusterclip.tree import Tree
+
+        stored = self.level_centroids()
+        return None if stored is None else Tree(tuple(stored[0]), tuple(stored[1]))
+
     def write_level_centroids(
         self, centroids: list[np.ndarray] | tuple[np.ndarray, ...],
         parents: list[np.ndarray] | tuple[np.ndarray, ...],
