@@ -136,6 +136,17 @@ def test_near_copies_split_by_a_cluster_border_join_through_the_second_nearest_c
     assert across.representative.tolist() == [0, 0, 2, 3, 4]
 
 
+def _counting_rows(x: np.ndarray):
+    """``rows_of`` over ``x`` that records how many rows each call asked for."""
+    asked: list[int] = []
+
+    def rows_of(rows):
+        asked.append(len(rows))
+        return x[rows]
+
+    return rows_of, asked
+
+
 def _vmf_like(n: int, centres: int, dim: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     means = rng.standard_normal((centres, dim))
@@ -157,11 +168,7 @@ def test_second_nearest_through_a_tree_equals_the_flat_one_when_the_beam_covers_
     model = HierarchicalKMeans(24, levels=(2,), seed=0, backend="numpy").fit(x)
     leaves = model.centroids_
     labels = (x @ leaves.T).argmax(axis=1)
-    asked = []
-
-    def rows_of(rows):
-        asked.append(len(rows))
-        return x[rows]
+    rows_of, asked = _counting_rows(x)
 
     flat = second_nearest(rows_of, labels, leaves)
     asked.clear()
@@ -197,11 +204,7 @@ def test_second_nearest_holds_few_scores_at_once_with_many_centroids(monkeypatch
     x = _vmf_like(700, 50, 8, seed=6)
     centroids = _vmf_like(300, 50, 8, seed=7)
     labels = (x @ centroids.T).argmax(axis=1)
-    asked = []
-
-    def rows_of(rows):
-        asked.append(len(rows))
-        return x[rows]
+    rows_of, asked = _counting_rows(x)
 
     whole = second_nearest(rows_of, labels, centroids)
     assert asked == [700]

@@ -140,13 +140,10 @@ class Tree(BaseTree):
 
     Examples
     --------
-    >>> C0 = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
-    >>> C1 = np.array([[1.0, 0.1], [1.0, -0.1], [0.1, 1.0]], dtype=np.float32)
-    >>> C1 /= np.linalg.norm(C1, axis=1, keepdims=True)
-    >>> tree = Tree((C0, C1), (np.array([0, 0, 1], dtype=np.int32),))
-    >>> labels, scores = tree.assign(np.array([[1.0, -0.5], [0.2, 1.0]]))
-    >>> labels.tolist(), tree.ancestors(labels).tolist()
-    ([1, 2], [[0], [1]])
+    >>> C = np.eye(2, dtype=np.float32)
+    >>> tree = Tree((C, C), (np.array([0, 1], dtype=np.int32),))
+    >>> tree.assign(np.array([[3.0, 1.0], [1.0, 4.0], [0.0, 0.0]]))[0].tolist()  # zero row: -1
+    [0, 1, -1]
     """
 
     def assign(
