@@ -242,3 +242,32 @@ def test_error_not_a_matrix_and_not_fitted():
         KMeans(2, seed=0).fit(np.ones(5))
     with pytest.raises(ClusterClipError, match="not fitted yet"):
         KMeans(2, seed=0).predict(np.ones((2, 2)))
+
+
+def test_lloyd_threads_are_measured_and_do_not_change_the_result():
+    """The fit times one E-step on all threads and on one and keeps the faster; the
+    centroids and labels are the same either way (only the time differs)."""
+    import torch
+
+    from clusterclip.cluster.backends import get_backend
+    from clusterclip.cluster.kmeans import lloyd_threads
+    from clusterclip.cluster.synthetic import vmf_mixture
+    from clusterclip.threads import one_thread
+
+    X, _ = vmf_mixture(6000, 64, 40, seed=3)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        record = lloyd_threads(get_backend("torch-bf16"), X, X[:40].copy())
+        assert record["threads"] in (1, 2) and set(record["seconds"]) == {"all", "one"}
+        assert (record["threads"] == 1) == (record["seconds"]["one"] < record["seconds"]["all"])
+        fitted = KMeans(40, seed=0, n_iter=5, backend="torch-bf16").fit(X)
+        assert fitted.init_["lloyd_threads"]["threads"] in (1, 2)
+        with one_thread():
+            assert torch.get_num_threads() == 1
+            single = KMeans(40, seed=0, n_iter=5, backend="torch-bf16").fit(X)
+        assert single.init_["lloyd_threads"] == {"threads": 1, "seconds": None}
+        np.testing.assert_array_equal(fitted.labels_, single.labels_)
+        np.testing.assert_array_equal(fitted.cluster_centers_, single.cluster_centers_)
+    finally:
+        torch.set_num_threads(before)
