@@ -23,13 +23,7 @@ from typing import Any
 
 from clusterclip.errors import require_extra
 
-__all__ = [
-    "cpu_model",
-    "SLOW_CORETYPES",
-    "faiss_blas_info",
-    "import_faiss",
-    "recommended_coretype",
-]
+__all__ = ["cpu_model", "SLOW_CORETYPES", "faiss_blas_info", "import_faiss", "recommended_coretype"]
 
 #: OpenBLAS kernel families that mean "CPU not recognised" on an x86-64 machine.
 SLOW_CORETYPES = frozenset({"prescott", "katmai", "coppermine", "northwood", "banias", "core2"})
