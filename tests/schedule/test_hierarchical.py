@@ -53,6 +53,11 @@ def _compare(labels, levels, **kwargs):
     got = {int(ids[k]): int(s) for k, s in enumerate(steps) if s >= 0}
     assert got == clips
     assert fast.stats.exhausted_at == exhausted_at
+    drawn = labels[fast.indices]  # the engine's counts are what the labels count
+    assert fast.stats.draws_per_cluster.tolist() == [int((drawn == k).sum()) for k in ids.tolist()]
+    repeats = np.bincount(fast.indices, minlength=labels.size)
+    assert fast.stats.max_repeats_per_document == repeats.max(initial=0)
+    assert fast.stats.n_distinct_documents == np.count_nonzero(repeats)
     return fast
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clusterclip.schedule import build_schedule
 
@@ -154,26 +156,49 @@ def test_pinned_sequence_of_each_schedule_version(version, order, expected):
     assert schedule.config.schedule_version == version
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 64, 2**20])
-def test_draws_per_cluster_summed_over_members_match_the_labels(monkeypatch, chunk):
-    """Sparse ids: summing repeats over each cluster's documents, chunk by chunk
-    (clusters straddling and exceeding a chunk), counts what a label per draw counts."""
-    import clusterclip.schedule.stats as stats
+@st.composite
+def engine_cases(draw):
+    """Dense or sparse ids, every draw rule and order, sample or token budgets, fallback passes."""
+    n_clusters = draw(st.integers(1, 7))
+    sizes = np.array(draw(st.lists(st.integers(1, 25), min_size=n_clusters, max_size=n_clusters)))
+    ids = np.arange(n_clusters)
+    if draw(st.booleans()):  # sparse ids: statistics for the non-empty clusters only
+        ids = np.sort(np.random.default_rng(n_clusters).choice(2**31, n_clusters, replace=False))
+    labels = np.concatenate([np.repeat(ids, sizes), np.full(draw(st.integers(0, 4)), -1)])
+    labels = labels[np.random.default_rng(draw(st.integers(0, 99))).permutation(labels.size)]
+    kwargs = {
+        "policy": draw(st.sampled_from(["clusterclip", "temperature", "uniform"])),
+        "max_repeats": draw(st.integers(1, 3)),
+        "order": draw(st.sampled_from(["online", "planned"])),
+        "on_exhausted": draw(st.sampled_from(["stop", "random"])),
+        "seed": draw(st.integers(0, 2**40)),
+        "schedule_version": draw(st.sampled_from([None, 3])),  # None: 1 or 2 by the seed
+    }
+    if kwargs["policy"] == "temperature":
+        kwargs["alpha"] = draw(st.floats(-1.0, 2.0))
+    if draw(st.booleans()):
+        kwargs["num_samples"] = draw(st.integers(1, 500))
+    else:
+        kwargs["num_tokens"] = draw(st.integers(1, 3000))
+        kwargs["lengths"] = np.random.default_rng(labels.size).integers(0, 12, labels.size)
+    return labels, kwargs
 
-    rng = np.random.default_rng(9)
-    ids = np.sort(rng.choice(2**31, size=40, replace=False))
-    sizes = rng.integers(1, 30, ids.size)
-    sizes[3] = 200  # larger than most chunks
-    labels = np.repeat(ids, sizes)[rng.permutation(int(sizes.sum()))]
-    indices = rng.integers(0, labels.size, 5000)
-    documents = np.argsort(labels, kind="stable")
-    offsets = np.cumsum(sizes) - sizes
-    at = np.arange(ids.size)
-    common = dict(budget_met=True, exhausted_at=None, clip_step=np.full(ids.size, -1))
-    by_labels = stats.compute_stats(indices, labels, None, cluster_ids=ids, **common)
-    monkeypatch.setattr(stats, "_CHUNK", chunk)
-    by_members = stats.compute_stats(
-        indices, labels, None, cluster_ids=ids, members=(documents, offsets, at), **common
-    )
-    assert by_members.draws_per_cluster.tolist() == by_labels.draws_per_cluster.tolist()
-    assert by_labels.draws_per_cluster.sum() == indices.size
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(engine_cases())
+def test_statistics_from_the_engine_counts_equal_a_count_of_the_indices(case):
+    """The draws per cluster (and the repeat summary) read from the engine's counts
+    are what counting the schedule's indices by label gives: windows cut by the
+    budget, token budgets ending inside a segment, fallback passes after exhaustion."""
+    labels, kwargs = case
+    schedule = quiet(build_schedule, labels, **kwargs)
+    indices, stats = schedule.indices, schedule.stats
+    ids = stats.cluster_ids
+    drawn = labels[indices]
+    expected = np.array([np.count_nonzero(drawn == k) for k in ids.tolist()], dtype=np.int64)
+    assert stats.draws_per_cluster.tolist() == expected.tolist()
+    repeats = np.bincount(indices, minlength=labels.size)
+    assert stats.max_repeats_per_document == repeats.max(initial=0)
+    assert stats.n_distinct_documents == np.count_nonzero(repeats)
+    assert stats.repeats_per_document.tolist() == repeats.tolist()  # counted on first access
+    assert stats.repeats_per_document.dtype == np.int64

@@ -51,9 +51,9 @@ from clusterclip.schedule.groups import (
 from clusterclip.schedule.hierarchy import ActiveTree, Hierarchy
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
-from clusterclip.schedule.stats import compute_stats
+from clusterclip.schedule.stats import GroupDraws, compute_stats
 from clusterclip.schedule.units import RotatingGroups, Units
-from clusterclip.schedule.windows import WindowChooser
+from clusterclip.schedule.windows import Window, WindowChooser
 
 if TYPE_CHECKING:  # the policy module builds on this one
     from clusterclip.schedule.policy import Policy
@@ -568,6 +568,7 @@ class _BlockOnline:
         self.groups = prep.groups
         flat = prep.tree_paths is None
         self.chooser = OnlineChooser(prep) if flat else HierarchicalChooser(prep)
+        self.last: tuple[int, np.ndarray] | None = None  # the latest segment: (g0, chosen)
 
     def seek(self, start: int, end: int | None) -> int:
         block = start // CHOICE_BLOCK
@@ -587,11 +588,21 @@ class _BlockOnline:
         chooser = self.chooser
         first = chooser.counts.copy()
         chosen = chooser.choose(block, g1 - g0)
+        self.last = (g0, chosen)
         keys = chosen.astype(np.int16) if len(first) < 2**15 else chosen.astype(np.int32)
         order = np.argsort(keys, kind="stable")  # a radix sort for int16 keys
         docs = self.groups.lookup_grouped(order, chooser.counts - first, first)
         clips = np.array([offset for _, offset in chooser.events], dtype=np.int64)
         return docs, chosen, clips
+
+    def drawn_before(self, position: int) -> np.ndarray:
+        """Draws of every group among the first ``position`` positions (inside the latest segment)."""
+        counts = self.chooser.counts.copy()
+        if self.last is not None:
+            g0, chosen = self.last
+            _check_inside(position, g0, chosen.size)
+            np.subtract.at(counts, chosen[position - g0 :], 1)
+        return counts
 
 
 class _Planned:
@@ -615,6 +626,10 @@ class _Planned:
         clips = np.flatnonzero(draws == self.prep.caps[chosen] - 1)
         return self.prep.groups.lookup(chosen, draws, first=first, end=end), chosen, clips
 
+    def drawn_before(self, position: int) -> np.ndarray:
+        """Draws of every group among the first ``position`` positions."""
+        return self.planned.counts_before(position)
+
 
 class _Windows:
     """Version 3: rejection windows (:mod:`clusterclip.schedule.windows`)."""
@@ -623,6 +638,7 @@ class _Windows:
         self.prep = prep
         self.chooser = WindowChooser(prep.config.seed, prep.weights, prep.caps)
         self.pending = None
+        self.last: Window | None = None  # the latest window handed out (whole)
 
     def seek(self, start: int, end: int | None) -> int:
         self.pending = self.chooser.skip_to(start, end)
@@ -640,6 +656,7 @@ class _Windows:
             window = self.chooser.next()
         if window is None or window.start != g0:  # the caller asks for positions in order
             raise RuntimeError("clusterclip: the window source was asked for a gap")
+        self.last = window
         groups, draws, clips, order = window.groups, window.draws, window.clips, window.order
         if limit is not None and limit - g0 < window.size:  # the budget ends inside: a prefix
             n = limit - g0
@@ -650,6 +667,22 @@ class _Windows:
         docs = np.empty(groups.size, dtype=np.int64)  # looked up group by group, put in place
         docs[order] = self.prep.groups.lookup(groups[order], draws[order])
         return docs, groups, clips
+
+    def drawn_before(self, position: int) -> np.ndarray:
+        """Draws of every group among the first ``position`` positions (inside the latest window)."""
+        counts = self.counts_before()
+        if self.last is not None:
+            _check_inside(position, self.last.start, self.last.size)
+            np.subtract.at(counts, self.last.groups[position - self.last.start :], 1)
+        return counts
+
+
+def _check_inside(position: int, start: int, size: int) -> None:
+    if not start <= position <= start + size:  # an engine bug, never a user error
+        raise RuntimeError(
+            f"clusterclip: draws counted at {position}, outside the latest segment "
+            f"[{start}, {start + size}]"
+        )
 
 
 def _legacy_groups(
@@ -730,6 +763,7 @@ class ScheduleStream:
             self.end = self.cluster_end
         self.budget_met = not self.exhausted or config.on_exhausted == "random"
         self.clip_step = np.full(len(prep.weights), -1, dtype=np.int64)
+        self._latest: _BlockOnline | _Planned | _Windows | None = None
         # Known before any draw: fail or warn now, never silently.
         if self.exhausted and config.on_exhausted == "error":
             raise self._exhausted_error()
@@ -797,6 +831,7 @@ class ScheduleStream:
         prep, config = self.prep, self.config
         cluster_end = self.cluster_end
         source = self._source()
+        self._latest = source
         in_clusters = cluster_end is None or start < cluster_end
         # In the fallback passes every cluster is clipped: nothing to replay.
         position = source.seek(start, cluster_end) if in_clusters else start
@@ -840,6 +875,17 @@ class ScheduleStream:
             ):
                 self.end = cluster_end
                 return
+
+    def drawn(self, position: int) -> np.ndarray:
+        """Draws of every group among the first ``position`` positions of the cluster part.
+
+        From the counts of the source :meth:`blocks` last iterated, which must
+        have produced ``position`` (at most the cluster part's end) and no more
+        than one segment beyond it: what :func:`materialise` reads at the end.
+        """
+        if self._latest is None:
+            return np.zeros(len(self.prep.weights), dtype=np.int64)
+        return self._latest.drawn_before(position)
 
     def _fallback_part(self, first: int, n: int) -> np.ndarray:
         """Documents of draws ``first .. first + n - 1`` of the fallback passes."""
@@ -911,16 +957,20 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
     ids = prep.stats_ids
     clip_step = np.full(ids.size, -1, dtype=np.int64)
     planned = None
-    members = None
     if stream.planned is not None and not prep.policy.single_group:
         planned = np.zeros(ids.size, dtype=np.int64)
+    drawn = None
     if not prep.policy.single_group:
         where = np.searchsorted(ids, prep.cluster_ids)
         clip_step[where] = stream.clip_step
         if planned is not None:
             planned[where] = stream.planned.plan
         if prep.units is None:  # with units the members are representatives only
-            members = (prep.groups.members, prep.groups.offsets, where)
+            # Every draw of the cluster part is a draw of its group's cluster: count
+            # them from the engine's counts, not a label per draw.
+            end = stream.cluster_end
+            emitted = indices.size if end is None else min(indices.size, end)
+            drawn = GroupDraws(stream.drawn(emitted), prep.groups.sizes, where, emitted)
     stats = compute_stats(
         indices,
         prep.labels,
@@ -930,7 +980,7 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
         clip_step=clip_step,
         planned_draws=planned,
         cluster_ids=ids,
-        members=members,
+        drawn=drawn,
     )
     return Schedule(indices=indices, stats=stats, config=prep.config)
 

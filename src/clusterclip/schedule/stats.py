@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ScheduleStats", "compute_stats"]
+__all__ = ["GroupDraws", "ScheduleStats", "compute_stats"]
 
 _CHUNK = 2**20
 
@@ -41,6 +42,8 @@ class ScheduleStats:
         ``order="planned"``: the planned draws per cluster.
     repeats_per_document : ndarray of int64, shape (N,)
         Appearances of each document (not stored in the JSON sidecar; recomputed on load).
+        A schedule built by the engine counts it on first access (one pass over
+        the indices and an array as long as the corpus that most callers never read).
     cluster_ids : ndarray of int64, shape (C,)
         The cluster ids the per-cluster arrays describe, ascending: every id
         ``0 .. max_label`` when the ids are dense (``max_label < max(N, 1024)``),
@@ -63,6 +66,13 @@ class ScheduleStats:
     def __post_init__(self) -> None:
         if self.cluster_ids is None:
             self.cluster_ids = np.arange(len(self.draws_per_cluster), dtype=np.int64)
+
+    @classmethod
+    def counting_repeats(cls, count: Callable[[], np.ndarray], **fields: Any) -> ScheduleStats:
+        """The statistics ``fields``, with ``repeats_per_document`` from ``count()`` on first access."""
+        stats = cls(**fields)
+        stats._count_repeats = count
+        return stats
 
     def _dense(self) -> bool:
         ids = self.cluster_ids
@@ -110,6 +120,48 @@ class ScheduleStats:
         )
 
 
+@dataclass(frozen=True)
+class GroupDraws:
+    """Draws already counted by the engine, per group: the first ``emitted`` positions.
+
+    Attributes
+    ----------
+    counts : ndarray of int64, shape (G,)
+        Draws of every group among the schedule's first ``emitted`` positions,
+        each a draw of a document of the group's cluster.
+    sizes : ndarray of int64, shape (G,)
+        Documents of every group (disjoint groups, drawn in passes that are
+        permutations of them).
+    at : ndarray of int64, shape (G,)
+        Where each group's cluster is in ``cluster_ids`` (distinct).
+    emitted : int
+        Positions the counts cover; the later ones (fallback passes) are counted by label.
+    """
+
+    counts: np.ndarray
+    sizes: np.ndarray
+    at: np.ndarray
+    emitted: int
+
+
+def _get_repeats(self: ScheduleStats) -> np.ndarray:
+    count = self.__dict__.pop("_count_repeats", None)
+    if count is not None:
+        self.__dict__["_repeats"] = count()
+    return self.__dict__["_repeats"]
+
+
+def _set_repeats(self: ScheduleStats, value: np.ndarray) -> None:
+    self.__dict__.pop("_count_repeats", None)
+    self.__dict__["_repeats"] = value
+
+
+# After the dataclass is made: its __init__ (and repr, eq) go through the property.
+ScheduleStats.repeats_per_document = property(  # type: ignore[assignment]
+    _get_repeats, _set_repeats, doc="Appearances of each document (int64, shape (N,))."
+)
+
+
 def compute_stats(
     indices: np.ndarray,
     labels: np.ndarray,
@@ -120,50 +172,63 @@ def compute_stats(
     clip_step: np.ndarray,
     planned_draws: np.ndarray | None = None,
     cluster_ids: np.ndarray | None = None,
-    members: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    drawn: GroupDraws | None = None,
 ) -> ScheduleStats:
     """Statistics of ``indices`` (a schedule over documents with ``labels``).
 
     ``cluster_ids`` (ascending) are the clusters reported; default every id
     ``0 .. max_label``. ``clip_step`` and ``planned_draws`` are aligned with them.
-    ``members``, optional: ``(documents, offsets, at)``, the documents of the
-    clusters ``cluster_ids[at]`` concatenated (cluster ``i``'s from ``offsets[i]``),
-    holding every scheduled document (none empty): draws per cluster are then
-    summed over them, without looking up a label per draw (a search each for
-    sparse ids), about ``_CHUNK`` documents at a time.
+
+    ``drawn``, optional: the engine's per-group draw counts of the first
+    ``drawn.emitted`` positions. Draws per cluster then come from them (a label
+    is looked up only for the later positions, ``_CHUNK`` at a time), and when
+    they cover the whole schedule so do the repeat summary figures (each group's
+    passes are permutations of its own documents: ``c`` draws of a group of
+    ``s`` reach ``min(c, s)`` documents, each at most ``ceil(c / s)`` times);
+    ``repeats_per_document`` is then counted on first access.
     """
     if cluster_ids is None:
         cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
-    # int64 already where intp is (no copy of N entries then)
-    repeats = np.bincount(indices, minlength=labels.shape[0]).astype(np.int64, copy=False)
     sparse = cluster_ids.size and int(cluster_ids[-1]) != cluster_ids.size - 1
     draws = np.zeros(cluster_ids.size, dtype=np.int64)
-    if sparse and members is not None:
-        documents, offsets, at = members
-        ends = np.append(offsets[1:], documents.size)
-        first = 0
-        while first < offsets.size:  # the clusters starting in the next _CHUNK documents
-            last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + _CHUNK)))
-            low, high = offsets[first], ends[last - 1]
-            drawn = repeats[documents[low:high]]
-            draws[at[first:last]] = np.add.reduceat(drawn, offsets[first:last] - low)
-            first = last
-    else:
-        for start in range(0, indices.shape[0], _CHUNK):  # no temporary as long as T
-            drawn = labels[indices[start : start + _CHUNK]]
-            if sparse:
-                drawn = np.searchsorted(cluster_ids, drawn)
-            draws += np.bincount(drawn, minlength=cluster_ids.size)
-    return ScheduleStats(
+    rest = indices
+    if drawn is not None:
+        draws[drawn.at] = drawn.counts
+        rest = indices[drawn.emitted :]
+    for start in range(0, rest.shape[0], _CHUNK):  # no temporary as long as T
+        part = labels[rest[start : start + _CHUNK]]
+        if sparse:
+            part = np.searchsorted(cluster_ids, part)
+        draws += np.bincount(part, minlength=cluster_ids.size)
+
+    def count_repeats() -> np.ndarray:
+        # int64 already where intp is (no copy of N entries then)
+        counted = np.bincount(indices, minlength=labels.shape[0])
+        return counted.astype(np.int64, copy=False)
+
+    fields: dict[str, Any] = dict(
         n_draws=int(indices.size),
         budget_met=budget_met,
         exhausted_at=exhausted_at,
         draws_per_cluster=draws,
         clip_step=clip_step,
-        max_repeats_per_document=int(repeats.max()) if repeats.size else 0,
-        n_distinct_documents=int(np.count_nonzero(repeats)),
         n_tokens=None if lengths is None else int(lengths[indices].sum()),
         planned_draws=planned_draws,
-        repeats_per_document=repeats,
         cluster_ids=cluster_ids,
+    )
+    if drawn is not None and drawn.emitted == indices.size:
+        counts, sizes = drawn.counts, drawn.sizes
+        most = -(-counts // sizes)  # ceil(c / s): the passes begun
+        return ScheduleStats.counting_repeats(
+            count_repeats,
+            max_repeats_per_document=int(most.max()) if most.size else 0,
+            n_distinct_documents=int(np.minimum(counts, sizes).sum()),
+            **fields,
+        )
+    repeats = count_repeats()
+    return ScheduleStats(
+        max_repeats_per_document=int(repeats.max()) if repeats.size else 0,
+        n_distinct_documents=int(np.count_nonzero(repeats)),
+        repeats_per_document=repeats,
+        **fields,
     )
