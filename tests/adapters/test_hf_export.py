@@ -47,6 +47,23 @@ def test_apply_schedule_refuses_a_foreign_dataset(made, dataset):
         apply_schedule(short, made["indices"])
 
 
+def test_apply_schedule_resumes_from_consumed_samples_and_refuses_impossible_ones(made, dataset):
+    from clusterclip.adapters.hf import apply_schedule
+
+    indices = made["indices"]
+    for consumed in (0, 1, len(indices) // 2, len(indices)):  # the end: an empty dataset
+        resumed = apply_schedule(dataset, made["workdir"], consumed_samples=consumed)
+        assert resumed["raw"] == [made["rows"][i][2] for i in indices[consumed:]]
+    too_many = len(indices) + 1
+    with pytest.raises(ClusterClipError, match=rf"at most the schedule's length, {len(indices)}"):
+        apply_schedule(dataset, indices, consumed_samples=too_many)
+    for bad in (-1, True, 2.0):
+        with pytest.raises(
+            ClusterClipError, match=r"`consumed_samples` must be an int in \[0, inf\)"
+        ):
+            apply_schedule(dataset, indices, consumed_samples=bad)
+
+
 def test_iterable_dataset_ranks_workers_and_resume(made, dataset):
     torch = pytest.importorskip("torch")
     from clusterclip.adapters.hf import ScheduledIterableDataset

@@ -93,7 +93,7 @@ def _check_range(indices: np.ndarray, n_rows: int) -> None:
         )
 
 
-def apply_schedule(dataset: Any, schedule: Any) -> Any:
+def apply_schedule(dataset: Any, schedule: Any, *, consumed_samples: int = 0) -> Any:
     """Reorder a ``datasets.Dataset`` into schedule order (repeats included).
 
     Parameters
@@ -103,12 +103,16 @@ def apply_schedule(dataset: Any, schedule: Any) -> Any:
     schedule : Schedule, array of int, or path
         A :class:`~clusterclip.schedule.Schedule`, its ``.indices``, or a
         ``schedule.npy`` / work directory.
+    consumed_samples : int
+        Schedule positions already trained on (resume): the result starts at
+        position ``consumed_samples``, and is empty when the whole schedule was
+        consumed (``Dataset.skip(len(ds))`` raises in ``datasets`` 5.x).
 
     Returns
     -------
     datasets.Dataset
-        ``dataset.select(indices)``: row ``j`` is document ``indices[j]``.
-        Deterministic: the schedule is the order.
+        ``dataset.select(indices[consumed_samples:])``: row ``j`` is document
+        ``indices[consumed_samples + j]``. Deterministic: the schedule is the order.
 
     Examples
     --------
@@ -116,6 +120,10 @@ def apply_schedule(dataset: Any, schedule: Any) -> Any:
     >>> ds = Dataset.from_dict({"text": ["a", "b", "c"]})
     >>> list(apply_schedule(ds, np.array([2, 0, 2]))["text"])
     ['c', 'a', 'c']
+    >>> list(apply_schedule(ds, np.array([2, 0, 2]), consumed_samples=1)["text"])
+    ['a', 'c']
+    >>> len(apply_schedule(ds, np.array([2, 0, 2]), consumed_samples=3))
+    0
     """
     require_extra("datasets", "hf")
     if not hasattr(dataset, "select") or not hasattr(dataset, "__len__"):
@@ -127,7 +135,17 @@ def apply_schedule(dataset: Any, schedule: Any) -> Any:
         )
     indices = schedule_indices(schedule)
     _check_range(indices, len(dataset))
-    return dataset.select(np.asarray(indices, dtype=np.int64))
+    value = consumed_samples
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise invalid("consumed_samples", "an int in [0, inf)", value)
+    if value > len(indices):
+        raise invalid(
+            "consumed_samples",
+            f"at most the schedule's length, {len(indices)}",
+            value,
+            "Pass the positions consumed in this schedule (the checkpoint's consumed_samples).",
+        )
+    return dataset.select(np.asarray(indices[int(value) :], dtype=np.int64))
 
 
 class _ScheduledIterable:
