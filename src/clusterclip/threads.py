@@ -1,18 +1,24 @@
-"""One BLAS / torch thread for a block of many small products.
+"""Thread helpers: one BLAS / torch thread for many small products, and one helper thread.
 
-Used by the k-means++ seeding, the node splits of hierarchical k-means and the
-descent of a cluster tree: on a busy machine, waking a second thread for each
-small product costs more than the product.
+:func:`one_thread` is used by the k-means++ seeding, the node splits of
+hierarchical k-means and the descent of a cluster tree: on a busy machine,
+waking a second thread for each small product costs more than the product.
+:func:`helper` is the one background thread the schedule engine hands work to
+(version 3 looks up a window's documents there while it chooses the next window).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["one_thread"]
+__all__ = ["FasterWay", "available_cpus", "helper", "one_thread"]
 
 
 @contextlib.contextmanager
@@ -44,3 +50,96 @@ def one_thread() -> Iterator[None]:
         finally:
             if torch is not None:
                 torch.set_num_threads(before)
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells it, else the count).
+
+    >>> available_cpus() >= 1
+    True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+_HELPER: ThreadPoolExecutor | None = None
+_HELPER_LOCK = threading.Lock()
+
+
+def _forget_helper() -> None:  # in a forked child: the parent's thread is not there
+    global _HELPER, _HELPER_LOCK
+    _HELPER, _HELPER_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helper)
+
+
+def helper() -> ThreadPoolExecutor | None:
+    """The process's one background worker thread, or None with a single CPU.
+
+    Made on first use and shared (its tasks run one at a time, in order).
+    A child forked after it was made (a DataLoader worker, say) gets a new
+    one on its first call: an executor copied by ``fork`` has no thread and
+    would never run a task.
+
+    Examples
+    --------
+    >>> worker = helper()
+    >>> worker is None or worker.submit(sum, [1, 2]).result() == 3
+    True
+    """
+    global _HELPER
+    if available_cpus() < 2:
+        return None
+    with _HELPER_LOCK:
+        if _HELPER is None:
+            _HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clusterclip-helper")
+        return _HELPER
+
+
+class FasterWay:
+    """Picks, call after call, the faster of two equivalent ways of doing the same work.
+
+    Each way is tried once, then the one with the lower recent time per call
+    is used, and the other is tried again every ``every``-th call (a machine's
+    load changes). Recent time: the mean of the last measurement and the
+    previous recent time. The first ``warmup`` calls are not measured (they pay
+    one-time costs, such as the first touch of fresh memory). For work whose result does not depend on the way
+    (the schedule's window lookups on the helper thread or not): a speed knob
+    measured where it runs, not guessed from the CPU count.
+
+    Examples
+    --------
+    >>> ways = FasterWay(every=4, warmup=0)
+    >>> picks = []
+    >>> for seconds in ([1.0, 3.0] * 4):
+    ...     way = ways.choose()
+    ...     picks.append(way)
+    ...     ways.record(way, seconds if way == 0 else 3.0)
+    >>> picks
+    [0, 1, 0, 1, 0, 0, 0, 1]
+    """
+
+    def __init__(self, every: int = 16, warmup: int = 1) -> None:
+        self.every = every
+        self.warmup = warmup
+        self.seconds = [math.inf, math.inf]
+        self.calls = 0
+
+    def choose(self) -> int:
+        """The way (0 or 1) for the next call."""
+        self.calls += 1
+        for way in (0, 1):
+            if self.seconds[way] == math.inf:
+                return way
+        best = 0 if self.seconds[0] <= self.seconds[1] else 1
+        return 1 - best if self.calls % self.every == 0 else best
+
+    def record(self, way: int, seconds: float) -> None:
+        """The time the call done ``way`` took."""
+        if self.calls <= self.warmup:
+            return
+        old = self.seconds[way]
+        self.seconds[way] = seconds if old == math.inf else 0.5 * (old + seconds)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +13,7 @@ from hypothesis import strategies as st
 from clusterclip.schedule import windows
 from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence
 from clusterclip.schedule.windows import WINDOW, WindowChooser, ranks_among_equal, ranks_by_sort
+from clusterclip.threads import FasterWay
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -118,28 +122,60 @@ def test_windows_match_a_loop_through_clips_and_compaction(monkeypatch, few_grou
     assert chooser.n_active == int(np.count_nonzero(np.array(counts) < caps))
 
 
+class CountingHelper(ThreadPoolExecutor):
+    """A real one-thread helper that counts the tasks it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.tasks = 0
+
+    def submit(self, *args, **kwargs):
+        self.tasks += 1
+        return super().submit(*args, **kwargs)
+
+
+class FixedWays(FasterWay):
+    """Every window on the helper thread, or one in two (whatever the times)."""
+
+    def __init__(self, ways: str) -> None:
+        super().__init__()
+        self.ways = ways
+
+    def choose(self) -> int:
+        self.calls += 1
+        return 1 if self.ways == "helper" else self.calls % 2
+
+
 @pytest.mark.parametrize("max_repeats", [1, 3, None])
 def test_schedules_do_not_depend_on_how_windows_are_ranked(monkeypatch, max_repeats):
-    """Looked up in window order or group by group, cut by the budget inside a window."""
-    from clusterclip.schedule import build_schedule, iter_schedule
+    """Looked up in window order or group by group, on the helper thread (while the
+    next window is chosen) or not, cut by the budget inside a window."""
+    from clusterclip.schedule import build_schedule, engine, iter_schedule
 
     rng = np.random.default_rng(8)
     labels = rng.integers(0, 5000, 40_000)
     lengths = rng.integers(1, 50, labels.size)
     kwargs = dict(max_repeats=max_repeats, seed=4, schedule_version=3, on_exhausted="random")
     runs = []
-    for few_groups in (0, 10**9):
+    for few_groups, ways in itertools.product((0, 10**9), ("helper", "alternate", "none")):
         monkeypatch.setattr(windows, "_FEW_GROUPS", few_groups)
+        worker = None if ways == "none" else CountingHelper()
+        monkeypatch.setattr(engine, "helper", lambda worker=worker: worker)
+        monkeypatch.setattr(engine, "FasterWay", lambda ways=ways: FixedWays(ways))
         by_count = build_schedule(labels, num_samples=150_001, **kwargs)
         by_tokens = build_schedule(labels, lengths=lengths, num_tokens=2_000_003, **kwargs)
         resumed = np.concatenate(
             list(iter_schedule(labels, num_samples=150_001, start=70_001, **kwargs))
         )
         runs.append((by_count, by_tokens, resumed))
-    for first, second in zip(*runs, strict=True):
-        if isinstance(first, np.ndarray):
-            assert np.array_equal(first, second)
-        else:
-            assert np.array_equal(first.indices, second.indices)
-            assert first.stats.to_dict() == second.stats.to_dict()
+        if worker is not None:
+            assert worker.tasks > 0  # the helper looked windows up
+            worker.shutdown()
+    for other in runs[1:]:
+        for first, second in zip(runs[0], other, strict=True):
+            if isinstance(first, np.ndarray):
+                assert np.array_equal(first, second)
+            else:
+                assert np.array_equal(first.indices, second.indices)
+                assert first.stats.to_dict() == second.stats.to_dict()
     assert np.array_equal(runs[0][2], runs[0][0].indices[70_001:])

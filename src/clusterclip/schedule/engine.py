@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phase
 from clusterclip.schedule.stats import GroupDraws, compute_stats
 from clusterclip.schedule.units import RotatingGroups, Units
 from clusterclip.schedule.windows import Window, WindowChooser
+from clusterclip.threads import FasterWay, helper
 
 if TYPE_CHECKING:  # the policy module builds on this one
     from clusterclip.schedule.policy import Policy
@@ -639,6 +641,7 @@ class _Windows:
         self.chooser = WindowChooser(prep.config.seed, prep.weights, prep.caps)
         self.pending = None
         self.last: Window | None = None  # the latest window handed out (whole)
+        self.ways = FasterWay()  # 1: look up on the helper thread (a speed knob only)
 
     def seek(self, start: int, end: int | None) -> int:
         self.pending = self.chooser.skip_to(start, end)
@@ -662,10 +665,32 @@ class _Windows:
             n = limit - g0
             groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
             order = None if order is None else order[order < n]
+        lookup = self.prep.groups.lookup
         if order is None:
-            return self.prep.groups.lookup(groups, draws), groups, clips
-        docs = np.empty(groups.size, dtype=np.int64)  # looked up group by group, put in place
-        docs[order] = self.prep.groups.lookup(groups[order], draws[order])
+            task = (lookup, groups, draws)
+        else:
+            task = (_lookup_in_order, lookup, groups, draws, order)
+        if limit is not None and window.start + window.size >= limit:  # the last window
+            return task[0](*task[1:]), groups, clips
+        # This window's documents, then the next window's choice (counts only; it is
+        # pending, as after a seek). With a helper thread the two can overlap (numpy
+        # releases the GIL in both): the helper looks up while this thread chooses.
+        # Whether that is faster depends on the machine's load: measured, window by
+        # window (self.ways). The same schedule either way: lookups do not read counts.
+        worker = helper()
+        threaded = worker is not None and self.ways.choose() == 1
+        began = time.perf_counter()
+        if threaded:
+            future = worker.submit(*task)
+            try:
+                self.pending = self.chooser.next()
+            finally:
+                docs = future.result()
+        else:
+            docs = task[0](*task[1:])
+            self.pending = self.chooser.next()
+        if worker is not None:
+            self.ways.record(int(threaded), time.perf_counter() - began)
         return docs, groups, clips
 
     def drawn_before(self, position: int) -> np.ndarray:
@@ -675,6 +700,14 @@ class _Windows:
             _check_inside(position, self.last.start, self.last.size)
             np.subtract.at(counts, self.last.groups[position - self.last.start :], 1)
         return counts
+
+
+def _lookup_in_order(
+    lookup: Callable[..., np.ndarray], groups: np.ndarray, draws: np.ndarray, order: np.ndarray
+) -> np.ndarray:
+    docs = np.empty(groups.size, dtype=np.int64)  # looked up group by group, put in place
+    docs[order] = lookup(groups[order], draws[order])
+    return docs
 
 
 def _check_inside(position: int, start: int, size: int) -> None:

@@ -1,0 +1,78 @@
+"""The helper thread: shared, and remade in a forked child (a DataLoader worker)."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+from clusterclip import threads
+from clusterclip.schedule import build_schedule
+
+LABELS = np.random.default_rng(2).integers(0, 3000, 100_000)
+KWARGS = dict(max_repeats=2, num_samples=150_000, seed=9, schedule_version=3)
+
+
+def _in_child(queue) -> None:
+    forgotten = threads._HELPER is None  # the parent's executor has no thread here
+    result = threads.helper().submit(sum, [1, 2]).result(timeout=30)
+    indices = build_schedule(LABELS, **KWARGS).indices  # looks windows up on the helper
+    queue.put((forgotten, result, indices.tobytes()))
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform"
+)
+def test_a_forked_child_gets_a_helper_thread_of_its_own(monkeypatch):
+    monkeypatch.setattr(threads, "available_cpus", lambda: 2)
+    parent = threads.helper()
+    assert parent is threads.helper()  # one per process
+    assert parent.submit(sum, [1, 2]).result(timeout=30) == 3  # its thread is running
+    expected = build_schedule(LABELS, **KWARGS).indices.tobytes()
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_in_child, args=(queue,))
+    child.start()
+    try:  # read before joining: the child's queue writes 1.2 MB and waits for a reader
+        got = queue.get(timeout=120)  # a copied executor would never run the child's task
+    finally:
+        child.join(30)
+        if child.exitcode is None:
+            child.kill()
+    assert got == (True, 3, expected)
+    assert child.exitcode == 0
+
+
+def test_no_helper_on_one_cpu(monkeypatch):
+    monkeypatch.setattr(threads, "available_cpus", lambda: 1)
+    assert threads.helper() is None
+
+
+def test_the_faster_way_follows_a_change_of_load():
+    """Way 1 is faster, then (another job starts) three times slower: within one
+    exploration period the choice moves to way 0, and most calls use the faster."""
+    ways = threads.FasterWay(every=8, warmup=0)
+    picks = []
+    for call in range(200):
+        way = ways.choose()
+        picks.append(way)
+        slow_one = call >= 100
+        ways.record(way, (3.0 if slow_one else 0.5) if way == 1 else 1.0)
+    assert picks[:2] == [0, 1]  # each way tried once
+    assert picks[2:100].count(1) >= 80  # way 1 while it is faster
+    switched = 100 + picks[100:].index(0)
+    assert switched <= 100 + 8 + 2
+    assert picks[switched:].count(0) >= 0.8 * len(picks[switched:])
+
+
+def test_the_first_calls_are_not_measured():
+    ways = threads.FasterWay(warmup=2)
+    for _ in range(2):  # one-time costs: nothing recorded, way 0 again
+        assert ways.choose() == 0
+        ways.record(0, 100.0)
+    assert ways.choose() == 0
+    ways.record(0, 1.0)
+    assert ways.choose() == 1
+    ways.record(1, 2.0)
+    assert ways.seconds == [1.0, 2.0]
