@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -200,5 +202,7 @@ def test_statistics_from_the_engine_counts_equal_a_count_of_the_indices(case):
     repeats = np.bincount(indices, minlength=labels.size)
     assert stats.max_repeats_per_document == repeats.max(initial=0)
     assert stats.n_distinct_documents == np.count_nonzero(repeats)
+    copied = pickle.loads(pickle.dumps(stats))  # before the repeats were counted
     assert stats.repeats_per_document.tolist() == repeats.tolist()  # counted on first access
     assert stats.repeats_per_document.dtype == np.int64
+    assert copied.repeats_per_document.tolist() == repeats.tolist()

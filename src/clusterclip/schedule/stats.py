@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,10 +67,20 @@ class ScheduleStats:
             self.cluster_ids = np.arange(len(self.draws_per_cluster), dtype=np.int64)
 
     @classmethod
-    def counting_repeats(cls, count: Callable[[], np.ndarray], **fields: Any) -> ScheduleStats:
-        """The statistics ``fields``, with ``repeats_per_document`` from ``count()`` on first access."""
+    def counting_repeats(
+        cls, indices: np.ndarray, n_documents: int, **fields: Any
+    ) -> ScheduleStats:
+        """The statistics ``fields``, ``repeats_per_document`` counted from ``indices`` on first access.
+
+        >>> stats = ScheduleStats.counting_repeats(
+        ...     np.array([2, 0, 2]), 4, n_draws=3, budget_met=True, exhausted_at=None,
+        ...     draws_per_cluster=np.array([3]), clip_step=np.array([-1]),
+        ...     max_repeats_per_document=2, n_distinct_documents=2)
+        >>> stats.repeats_per_document.tolist()
+        [1, 0, 2, 0]
+        """
         stats = cls(**fields)
-        stats._count_repeats = count
+        stats.__dict__["_repeats_of"] = (indices, int(n_documents))  # plain data: pickles
         return stats
 
     def _dense(self) -> bool:
@@ -144,15 +153,21 @@ class GroupDraws:
     emitted: int
 
 
+def count_repeats(indices: np.ndarray, n_documents: int) -> np.ndarray:
+    """Appearances of each of ``n_documents`` documents in ``indices`` (int64)."""
+    # int64 already where intp is (no copy of N entries then)
+    return np.bincount(indices, minlength=n_documents).astype(np.int64, copy=False)
+
+
 def _get_repeats(self: ScheduleStats) -> np.ndarray:
-    count = self.__dict__.pop("_count_repeats", None)
-    if count is not None:
-        self.__dict__["_repeats"] = count()
+    source = self.__dict__.pop("_repeats_of", None)
+    if source is not None:
+        self.__dict__["_repeats"] = count_repeats(*source)
     return self.__dict__["_repeats"]
 
 
 def _set_repeats(self: ScheduleStats, value: np.ndarray) -> None:
-    self.__dict__.pop("_count_repeats", None)
+    self.__dict__.pop("_repeats_of", None)
     self.__dict__["_repeats"] = value
 
 
@@ -201,11 +216,6 @@ def compute_stats(
             part = np.searchsorted(cluster_ids, part)
         draws += np.bincount(part, minlength=cluster_ids.size)
 
-    def count_repeats() -> np.ndarray:
-        # int64 already where intp is (no copy of N entries then)
-        counted = np.bincount(indices, minlength=labels.shape[0])
-        return counted.astype(np.int64, copy=False)
-
     fields: dict[str, Any] = dict(
         n_draws=int(indices.size),
         budget_met=budget_met,
@@ -220,12 +230,13 @@ def compute_stats(
         counts, sizes = drawn.counts, drawn.sizes
         most = -(-counts // sizes)  # ceil(c / s): the passes begun
         return ScheduleStats.counting_repeats(
-            count_repeats,
+            indices,
+            labels.shape[0],
             max_repeats_per_document=int(most.max()) if most.size else 0,
             n_distinct_documents=int(np.minimum(counts, sizes).sum()),
             **fields,
         )
-    repeats = count_repeats()
+    repeats = count_repeats(indices, labels.shape[0])
     return ScheduleStats(
         max_repeats_per_document=int(repeats.max()) if repeats.size else 0,
         n_distinct_documents=int(np.count_nonzero(repeats)),
