@@ -182,6 +182,30 @@ def test_function_twin(mixture):
     assert labels.shape == (len(X),) and objective == km.objective_
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_the_reported_fit_does_not_depend_on_the_threads_lloyd_ran_on(
+    monkeypatch, mixture, backend
+):
+    """Each fit times its Lloyd loop on all threads and on one and keeps the faster: two
+    fits of the same data may choose differently. The final E-step (labels, objective)
+    runs on the default threads either way, so what is reported is the same."""
+    import clusterclip.cluster.kmeans as kmeans_module
+
+    X, _ = mixture
+    fits = []
+    for threads in (1, 2):
+        monkeypatch.setattr(
+            kmeans_module, "lloyd_threads", lambda *a, threads=threads: {"threads": threads}
+        )
+        fits.append(KMeans(12, seed=0, backend=backend).fit(X))
+    one, two = fits
+    assert one.init_["lloyd_threads"] == {"threads": 1}
+    assert two.init_["lloyd_threads"] == {"threads": 2}
+    np.testing.assert_array_equal(one.cluster_centers_, two.cluster_centers_)
+    np.testing.assert_array_equal(one.labels_, two.labels_)
+    assert one.objective_ == two.objective_
+
+
 # ---------------------------------------------------------------- errors
 
 

@@ -157,6 +157,16 @@ def lloyd_threads(engine: Any, sample: np.ndarray, centroids: np.ndarray) -> dic
     return {"threads": threads, "seconds": {k: round(v, 5) for k, v in best.items()}}
 
 
+def _final_step(
+    engine: Any, prepared: Any, sample: np.ndarray, centroids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fit's final E-step: each sample row's nearest centroid and its fp32 score."""
+    labels, scores = engine.top1(prepared, centroids)
+    if not engine.exact_scores:
+        scores = np.einsum("ij,ij->i", sample, centroids[labels])
+    return labels, np.asarray(scores, dtype=np.float32)
+
+
 def _imbalance(counts: np.ndarray) -> float:
     n = counts.sum()
     return float(len(counts) * np.square(counts, dtype=np.float64).sum() / (float(n) ** 2))
@@ -469,9 +479,12 @@ class KMeans:
             threads = lloyd_threads(engine, sample, centroids)
             init_info["lloyd_threads"] = threads
             with one_thread() if threads["threads"] == 1 else contextlib.nullcontext():
-                centroids, labels, scores, stats = self._lloyd(
+                centroids, stats = self._lloyd(
                     engine, prepared, sample, centroids, _rng(self.seed, _PURPOSE_SPLIT, run)
                 )
+            # The final E-step on the default threads, whichever Lloyd ran on: a product's
+            # last bits can depend on the thread count, the reported objective must not.
+            labels, scores = _final_step(engine, prepared, sample, centroids)
             objective = float(np.mean(scores, dtype=np.float64))
             objectives.append(round(objective, 6))
             if best is None or objective > best[0]:
@@ -499,8 +512,8 @@ class KMeans:
         sample: np.ndarray,
         centroids: np.ndarray,
         split_rng: np.random.Generator,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """``n_iter`` Lloyd iterations and a final E-step: centroids, labels, fp32 scores, stats."""
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """``n_iter`` Lloyd iterations (at most): the centroids and per-iteration stats."""
         from clusterclip.progress import progress_bar
 
         k = int(self.n_clusters)
@@ -533,10 +546,7 @@ class KMeans:
             previous = labels
         if bar is not None:
             bar.close()
-        labels, scores = engine.top1(prepared, centroids)
-        if not engine.exact_scores:
-            scores = np.einsum("ij,ij->i", sample, centroids[labels])
-        return centroids, labels, np.asarray(scores, dtype=np.float32), stats
+        return centroids, stats
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "cluster_centers_"):
