@@ -105,20 +105,21 @@ class FasterWay:
     Each way is tried once, then the one with the lower recent time per call
     is used, and the other is tried again every ``every``-th call (a machine's
     load changes). Recent time: the mean of the last measurement and the
-    previous recent time. The first ``warmup`` calls are not measured (they pay
-    one-time costs, such as the first touch of fresh memory). For work whose result does not depend on the way
-    (the schedule's window lookups on the helper thread or not): a speed knob
-    measured where it runs, not guessed from the CPU count.
+    previous recent time. The first ``warmup`` calls are not measured (they
+    pay one-time costs, such as the first touch of fresh memory). For work
+    whose result does not depend on the way (the schedule's window lookups on
+    the helper thread or not): a speed knob measured where it runs, not
+    guessed from the CPU count.
 
     Examples
     --------
     >>> ways = FasterWay(every=4, warmup=0)
     >>> picks = []
-    >>> for seconds in ([1.0, 3.0] * 4):
+    >>> for _ in range(8):
     ...     way = ways.choose()
     ...     picks.append(way)
-    ...     ways.record(way, seconds if way == 0 else 3.0)
-    >>> picks
+    ...     ways.record(way, 1.0 if way == 0 else 3.0)  # way 0 takes 1 s, way 1 3 s
+    >>> picks  # each tried once, then way 0, and way 1 again every 4th call
     [0, 1, 0, 1, 0, 0, 0, 1]
     """
 
