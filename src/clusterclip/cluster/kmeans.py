@@ -31,7 +31,7 @@ import numpy as np
 
 from clusterclip.errors import invalid
 from clusterclip.options import check_seed
-from clusterclip.threads import one_thread
+from clusterclip.threads import available_cpus, one_thread
 
 __all__ = ["KMeans", "assign", "assign_matrix", "k_means"]
 
@@ -142,7 +142,7 @@ def lloyd_threads(engine: Any, sample: np.ndarray, centroids: np.ndarray) -> dic
     """
     torch = sys.modules.get("torch")
     default = torch.get_num_threads() if torch is not None else (os.cpu_count() or 1)
-    if default <= 1 or (os.cpu_count() or 1) <= 1:
+    if default <= 1 or available_cpus() <= 1:
         return {"threads": 1, "seconds": None}
     rows = np.ascontiguousarray(sample[:THREAD_PROBE_ROWS])
     prepared = engine.prepare(rows)

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.cluster.backends import get_backend, resolve_backend
+from clusterclip.threads import available_cpus
 
 __all__ = [
     "BackendChoice",
@@ -182,9 +183,7 @@ def cache_key(n_rows: int, dim: int, n_clusters: int) -> dict[str, Any]:
     found.pop("python", None)
     return {
         "cpu": cpu_model(),
-        "cpus": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
+        "cpus": available_cpus(),
         "versions": found,
         "dim": int(dim),
         "clusters_bucket": _bucket(n_clusters),

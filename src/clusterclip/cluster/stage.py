@@ -26,6 +26,7 @@ from clusterclip.engines import resolve_options
 from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
 from clusterclip.io import WorkDir, atomic_path, versions
 from clusterclip.runner import StageOutput, run_stage
+from clusterclip.threads import available_cpus
 
 __all__ = ["ClusterResult", "ClusterStage", "cluster", "cluster_summary"]
 
@@ -402,9 +403,7 @@ def _levels_summary(
 def _threads() -> dict[str, Any]:
     """Threads of the libraries the fit used (results on the exact backends may
     differ in the last bits with another count: sums are split differently)."""
-    import os
-
-    threads: dict[str, Any] = {"cpus": len(os.sched_getaffinity(0))}
+    threads: dict[str, Any] = {"cpus": available_cpus()}
     try:
         from threadpoolctl import threadpool_info
 

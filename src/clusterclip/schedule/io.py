@@ -13,7 +13,7 @@ import numpy as np
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import atomic_path, atomic_write_json, fingerprint_array
 from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
-from clusterclip.schedule.stats import ScheduleStats
+from clusterclip.schedule.stats import ScheduleStats, count_repeats
 
 __all__ = ["FORMAT_NAME", "Schedule", "sidecar_path"]
 
@@ -126,6 +126,6 @@ class Schedule:
                     f"given have {given} ({np.asarray(labels).shape[0]} documents). The clusters "
                     "changed since the schedule was built; rebuild it."
                 )
-        repeats = np.bincount(indices, minlength=config.n_documents).astype(np.int64)
+        repeats = count_repeats(indices, config.n_documents)
         stats = ScheduleStats.from_dict(meta["stats"], repeats)
         return cls(indices=indices, stats=stats, config=config)
