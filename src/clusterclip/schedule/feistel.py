@@ -74,6 +74,7 @@ from clusterclip.schedule.groups import (
     PURPOSE_SMALL_TABLE,
     _generators,
     seed_sequence,
+    sorted_with_order,
     whole_pass_tokens,
 )
 
@@ -279,26 +280,6 @@ def _permute_width(
     return x.astype(np.int64)
 
 
-def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")`` for non-negative int64 keys, by one quicksort.
-
-    Sorts ``key << b | index`` (``b`` bits hold an index), several times faster
-    than numpy's stable sort of int64 (a merge sort); keys too large to pack
-    take the stable sort.
-
-    >>> _stable_order(np.array([3, 1, 3, 0, 1])).tolist()
-    [3, 1, 4, 0, 2]
-    """
-    bits = max(keys.size - 1, 1).bit_length()
-    if int(keys.max()) >= 2 ** (63 - bits):
-        return np.argsort(keys, kind="stable")
-    packed = keys << bits
-    packed |= np.arange(keys.size, dtype=np.int64)
-    packed.sort()
-    packed &= (1 << bits) - 1
-    return packed
-
-
 class FeistelGroups:
     """Member table of ``G`` groups whose passes are :func:`permute` (version 3).
 
@@ -431,7 +412,7 @@ class FeistelGroups:
         """Positions of draws of large groups, a run of one (group, pass) at a time."""
         order = None
         if group.size > 1 and not bool((group[1:] >= group[:-1]).all()):
-            order = _stable_order(group)  # draws of a group stay in order
+            order = sorted_with_order(group)[1]  # draws of a group stay in order
             group, passes, cursor = group[order], passes[order], cursor[order]
         change = np.flatnonzero((group[1:] != group[:-1]) | (passes[1:] != passes[:-1])) + 1
         starts = np.concatenate([[0], change]).tolist()

@@ -40,6 +40,7 @@ __all__ = [
     "passes_per_chunk",
     "pcg64_seeds",
     "seed_sequence",
+    "sorted_with_order",
     "whole_pass_tokens",
     "window_passes",
 ]
@@ -93,6 +94,29 @@ def entropy_words(seed: int, purpose: int, *parts: int) -> list[int]:
     for part in parts:
         words += [part % _WORD, part // _WORD]
     return words
+
+
+def sorted_with_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative int64 ``values`` sorted, and ``np.argsort(values, kind="stable")``.
+
+    One quicksort of ``value << b | position`` (``b = bit_length(n - 1)``),
+    several times faster than numpy's stable sort of int64 (a merge sort);
+    values too large to pack beside a position take the stable sort.
+
+    >>> [a.tolist() for a in sorted_with_order(np.array([3, 1, 3, 0, 1]))]
+    [[0, 1, 1, 3, 3], [3, 1, 4, 0, 2]]
+    """
+    n = values.size
+    bits = max(n - 1, 1).bit_length()
+    if n == 0 or int(values.max()) >= 2 ** (63 - bits):
+        order = np.argsort(values, kind="stable")
+        return values[order], order
+    packed = values << bits
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort()
+    order = packed & ((1 << bits) - 1)
+    packed >>= bits
+    return packed, order
 
 
 def seed_sequence(seed: int, purpose: int, *parts: int) -> np.random.SeedSequence:

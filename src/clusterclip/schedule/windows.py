@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence
+from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence, sorted_with_order
 
 __all__ = ["WINDOW", "Window", "WindowChooser", "ranks_among_equal", "ranks_by_sort"]
 
@@ -75,8 +75,8 @@ class Window:
 def ranks_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rank of every entry among the earlier entries of the same value, and the stable order.
 
-    One sort of ``value << b | position`` (``b = bit_length(n - 1)``; values
-    below ``2**(63 - b)``), several times faster than a stable argsort of int64.
+    From :func:`~clusterclip.schedule.groups.sorted_with_order` (one sort of
+    ``value << b | position``), several times faster than a stable argsort of int64.
 
     Returns
     -------
@@ -90,12 +90,7 @@ def ranks_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     [[0, 0, 1, 2, 1, 0], [5, 1, 4, 0, 2, 3]]
     """
     n = values.size
-    bits = max(n - 1, 1).bit_length()
-    packed = values << bits
-    packed |= np.arange(n, dtype=np.int64)
-    packed.sort()
-    order = packed & ((1 << bits) - 1)
-    packed >>= bits  # the values, sorted
+    packed, order = sorted_with_order(values)
     head = np.empty(n, dtype=bool)
     head[:1] = True
     np.not_equal(packed[1:], packed[:-1], out=head[1:])
