@@ -108,7 +108,7 @@ def ranks_among_equal(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     values : ndarray of int64, shape (n,)
-        Non-negative, each below ``scratch.size`` and below ``2**(63 - bit_length(n - 1))``.
+        Non-negative, each below ``scratch.size``.
     scratch : ndarray of int32 or int64
         Working space, overwritten where ``values`` point (its contents do not
         matter): one entry per possible value keeps this O(n), with no sort of
