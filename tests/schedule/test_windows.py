@@ -54,6 +54,24 @@ def test_ranks_by_sort_match_a_loop_and_a_stable_argsort(values):
     assert order.tolist() == np.argsort(array, kind="stable").tolist()
 
 
+def last_entries(values: list[int], *, repeated_only: bool) -> list[int]:
+    """Position of the last entry of every value (of those occurring twice or more)."""
+    last = {value: i for i, value in enumerate(values)}
+    counts = {value: values.count(value) for value in last}
+    return sorted(i for value, i in last.items() if counts[value] > 1 or not repeated_only)
+
+
+@SETTINGS
+@given(values=st.lists(st.integers(0, 40), min_size=1, max_size=300))
+def test_last_entries_that_set_the_window_counts(values):
+    """The entries whose draw gives each group's count after a window, both ways of ranking."""
+    array = np.array(values, dtype=np.int64)
+    ranks, _, lasts = windows._ranked_by_sort(array)
+    assert sorted(lasts.tolist()) == last_entries(values, repeated_only=False)
+    ranks, lasts = windows._ranked_among_equal(array, np.empty(41, dtype=np.int32))
+    assert sorted(lasts.tolist()) == last_entries(values, repeated_only=True)
+
+
 def test_ranks_of_a_full_window():
     rng = np.random.default_rng(3)
     for groups in (1, 50, 70_000, 10**6):

@@ -359,10 +359,16 @@ class FeistelGroups:
         """Row ``P mod TABLE_ROWS`` of the table, read from ``(P >> 32) mod size`` on (cyclically).
 
         ``start``: where the rows of each draw's size begin (``_starts[size]``).
+        ``cursor`` and ``keys`` are overwritten (the callers' scratch: no copies).
+        Every intermediate is non-negative and below 2**63, so its uint64 and
+        int64 views agree.
         """
-        rows = (keys & np.uint64(TABLE_ROWS - 1)).astype(np.int64)
-        shift = ((keys >> np.uint64(32)) % size.astype(np.uint64)).astype(np.int64)
-        turned = cursor + shift
+        rows = (keys & np.uint64(TABLE_ROWS - 1)).view(np.int64)
+        shift = keys
+        shift >>= _S32
+        shift %= size.view(np.uint64)
+        turned = cursor
+        turned += shift.view(np.int64)
         turned -= size * (turned >= size)
         turned += start
         rows *= size

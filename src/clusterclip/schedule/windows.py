@@ -89,6 +89,11 @@ def ranks_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> [a.tolist() for a in ranks_by_sort(np.array([5, 2, 5, 5, 2, 0]))]
     [[0, 0, 1, 2, 1, 0], [5, 1, 4, 0, 2, 3]]
     """
+    return _ranked_by_sort(values)[:2]
+
+
+def _ranked_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`ranks_by_sort`, and the position of every distinct value's last entry."""
     n = values.size
     packed, order = sorted_with_order(values)
     head = np.empty(n, dtype=bool)
@@ -99,7 +104,9 @@ def ranks_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sorted_ranks -= np.repeat(heads, np.diff(heads, append=n))
     ranks = np.empty(n, dtype=np.int64)
     ranks[order] = sorted_ranks
-    return ranks, order
+    head[:-1] = head[1:]  # now: the last of a run
+    head[-1:] = True
+    return ranks, order, order[head]
 
 
 def ranks_among_equal(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
@@ -128,6 +135,11 @@ def ranks_among_equal(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     >>> ranks_among_equal(np.array([5, 2, 5, 5, 2, 0]), np.empty(6, np.int32)).tolist()
     [0, 0, 1, 2, 1, 0]
     """
+    return _ranked_among_equal(values, scratch)[0]
+
+
+def _ranked_among_equal(values: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`ranks_among_equal`, and the last entry of every value that occurs more than once."""
     n = values.size
     position = np.arange(n, dtype=scratch.dtype)
     scratch[values] = position
@@ -136,9 +148,10 @@ def ranks_among_equal(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     repeated[survivor[repeated]] = True  # and the survivors
     which = np.flatnonzero(repeated)
     ranks = np.zeros(n, dtype=np.int64)
-    if which.size:
-        ranks[which] = ranks_by_sort(values[which])[0]
-    return ranks
+    if not which.size:
+        return ranks, which
+    ranks[which], _, lasts = _ranked_by_sort(values[which])
+    return ranks, which[lasts]
 
 
 class WindowChooser:
@@ -205,13 +218,23 @@ class WindowChooser:
         state = np.take(self._state, candidates, axis=0)
         order = None
         if self.listed.size < _FEW_GROUPS:
-            ranks, order = ranks_by_sort(candidates)
+            ranks, order, lasts = _ranked_by_sort(candidates)
         else:
-            ranks = ranks_among_equal(candidates, self._scratch)
+            ranks, lasts = _ranked_among_equal(candidates, self._scratch)
         draws = state[:, 0] + ranks
         caps = state[:, 1]
+        # Each group's count after the window: its last candidate's draw + 1, at most
+        # its cap. Ranked without a sort, every candidate writes its own (where a
+        # group repeats, whichever write lands), then the last one of each repeated
+        # group (``lasts``, distinct) writes again; after a sort ``lasts`` holds the
+        # last one of every group. No write depends on the order of duplicates.
+        after = draws + 1
+        final = after == caps  # the group's last draw: clipped there
+        np.minimum(after, caps, out=after)
+        if order is None:
+            self.counts[candidates] = after
+        self.counts[candidates[lasts]] = after[lasts]
         kept = draws < caps
-        final = draws == caps - 1  # the group's last draw: clipped there
         clipped = int(np.count_nonzero(final))
         self.n_active -= clipped
         self.n_clipped_listed += clipped
@@ -220,7 +243,6 @@ class WindowChooser:
             groups, draws, final = candidates[kept], draws[kept], final[kept]
             if order is not None:  # the kept ones, renumbered
                 order = (np.cumsum(kept) - 1)[order[kept[order]]]
-        np.add.at(self.counts, groups, 1)  # each group's kept candidates
         window = Window(self.position, groups, draws, np.flatnonzero(final), order)
         self.position += window.size
         self.window += 1
