@@ -373,7 +373,7 @@ class FeistelGroups:
         turned += start
         rows *= size
         turned += rows
-        return self._table()[turned].astype(np.int64)
+        return np.take(self._table(), turned).astype(np.int64)
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -482,7 +482,7 @@ class FeistelGroups:
         record = np.take(self._records, group, axis=0)
         where = self._positions(group, draw, record)
         where += record[:, 0]
-        return self.members[where].astype(np.int64)
+        return np.take(self.members, where).astype(np.int64)  # take: faster than [where]
 
     def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
         """Total tokens of the first ``counts[g]`` draws of every group (exact).

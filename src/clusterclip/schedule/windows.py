@@ -143,7 +143,7 @@ def _ranked_among_equal(values: np.ndarray, scratch: np.ndarray) -> tuple[np.nda
     n = values.size
     position = np.arange(n, dtype=scratch.dtype)
     scratch[values] = position
-    survivor = scratch[values]
+    survivor = np.take(scratch, values)
     repeated = survivor != position  # every entry of a repeated value but the survivor
     repeated[survivor[repeated]] = True  # and the survivors
     which = np.flatnonzero(repeated)
@@ -204,7 +204,7 @@ class WindowChooser:
             picked = np.searchsorted(self._cdf, rng.random(WINDOW), side="right")
             np.minimum(picked, m - 1, out=picked)
         # Every group listed: self.listed is arange(G), nothing to map.
-        return picked if m == len(self.caps) else self.listed[picked]
+        return picked if m == len(self.caps) else np.take(self.listed, picked)
 
     def next(self) -> Window | None:
         """The next window (its counts applied), or None once every group is clipped."""
