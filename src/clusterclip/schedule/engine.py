@@ -309,14 +309,15 @@ class Prepared:
                 counts, config.alpha, config.cluster_weights, cluster_ids=present
             )
             drawn = weights > 0
-            self.cluster_ids = present[drawn]
-            sizes = counts[drawn]
-            self.weights = weights[drawn]
+            every = bool(drawn.all())  # then no copies of the per-cluster arrays made here
+            self.cluster_ids = present if every else present[drawn]
+            sizes = counts if every else counts[drawn]
+            self.weights = weights[drawn]  # a copy: the policy's array stays its own
             if grouped is None:
                 group_of = _GroupOf(self.cluster_ids, max_label, _is_dense(labels, max_label))
                 members = _members_by_group(labels, group_of)
             else:  # the drawn clusters' documents
-                members = by_label if drawn.all() else by_label[np.repeat(drawn, counts)]
+                members = by_label if every else by_label[np.repeat(drawn, counts)]
             keys = self.cluster_ids
             purpose = PURPOSE_CLUSTER_PASS
         # policy="hierarchical": the ancestor path of every group's leaf (None: flat).
@@ -994,7 +995,9 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
         planned = np.zeros(ids.size, dtype=np.int64)
     drawn = None
     if not prep.policy.single_group:
-        where = np.searchsorted(ids, prep.cluster_ids)
+        # ids are ascending and distinct: they are 0..size-1 when the last is size - 1
+        dense = ids.size and int(ids[-1]) == ids.size - 1
+        where = prep.cluster_ids if dense else np.searchsorted(ids, prep.cluster_ids)
         clip_step[where] = stream.clip_step
         if planned is not None:
             planned[where] = stream.planned.plan
