@@ -93,10 +93,15 @@ def consume(labels: np.ndarray, total: int, order: str) -> int:
     return checksum
 
 
+def tiny_cluster_sizes(n_clusters: int) -> np.ndarray:
+    """The documents of each of K tiny clusters (1..20, the first draws of seed 0)."""
+    return np.random.default_rng(0).integers(1, 21, n_clusters)
+
+
 def tiny_cluster_labels(n_clusters: int, *, sparse: bool) -> np.ndarray:
     """K clusters of 1..20 documents (shuffled); ``sparse``: the same under ids in [0, 2**31)."""
     rng = np.random.default_rng(0)
-    sizes = rng.integers(1, 21, n_clusters)
+    sizes = rng.integers(1, 21, n_clusters)  # == tiny_cluster_sizes(n_clusters)
     labels = np.repeat(np.arange(n_clusters, dtype=np.int64), sizes)
     labels = labels[rng.permutation(labels.size)]
     if sparse:  # distinct random ids, ascending like the dense ones (same cluster order)
@@ -136,6 +141,14 @@ def child(case: str, n_clusters: int, draws: int, max_repeats: int | None) -> No
 def many_clusters(args: argparse.Namespace) -> None:
     k, t = args.clusters or 1_000_000, args.draws or 10_000_000
     repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
+    available = None if repeats is None else repeats * int(tiny_cluster_sizes(k).sum())
+    if available is not None and t > available:
+        sys.exit(
+            f"bench_schedule.py: --draws {t:,} is more than the {available:,} draws that "
+            f"{k:,} clusters of 1..20 documents hold at --max-repeats {repeats} (every "
+            f"cluster is clipped before); pass --draws {available} or fewer, more "
+            "--clusters, or --max-repeats none"
+        )
     print(
         f"K={k:,} clusters of 1..20 documents, T={t:,} draws, max_repeats={repeats}, "
         "build_schedule in a child process per run"
