@@ -1,4 +1,4 @@
-"""The repetition-cap advice printed by the schedule and run summaries."""
+"""The advice printed by the schedule and run summaries: the repetition cap, the draw rule."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from clusterclip.cli import main
-from clusterclip.schedule.advice import clip_advice
+from clusterclip.schedule.advice import MANY_CLUSTERS, clip_advice, rule_advice
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,39 @@ def test_run_summary_prints_the_advice(capsys):
     result["schedule"]["config"]["max_repeats"] = 8
     print_summary(result, 1.0)
     assert "advice" not in capsys.readouterr().out
+    result["n_clusters"] = MANY_CLUSTERS
+    print_summary(result, 1.0)
+    assert f"advice:      {MANY_CLUSTERS:,} clusters: --schedule-version 3" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("policy", "order", "version", "n_clusters", "advised"),
+    [
+        ("clusterclip", "online", 2, MANY_CLUSTERS, True),
+        ("uniform", "online", 1, 10**6, True),
+        ("temperature", "online", 2, 10**6, True),
+        ("clusterclip", "online", 2, MANY_CLUSTERS - 1, False),  # the same speed below
+        ("clusterclip", "online", 3, 10**6, False),  # already version 3
+        ("clusterclip", "planned", 2, 10**6, False),  # not measured
+        ("hierarchical", "online", 2, 10**6, False),  # version 3 does not draw trees
+        ("random", "online", 2, 10**6, False),  # one group, no cluster to pay for
+    ],
+)
+def test_rule_advice_only_for_many_clusters_on_the_default_rule(
+    policy, order, version, n_clusters, advised
+):
+    advice = rule_advice(policy, order, version, n_clusters)
+    assert (advice is not None) == advised
+    if advised:
+        assert f"{n_clusters:,} clusters: --schedule-version 3" in advice
+
+
+@pytest.mark.parametrize(("version", "advised"), [([], True), (["--schedule-version", "3"], False)])
+def test_schedule_summary_suggests_version_3_for_many_clusters(tmp_path, capsys, version, advised):
+    labels = np.arange(MANY_CLUSTERS, dtype=np.int64)  # one document per cluster
+    np.save(tmp_path / "labels.npy", labels)
+    argv = ["schedule", "--labels", str(tmp_path / "labels.npy"), "--num-samples", "1000",
+            "--out", str(tmp_path / "schedule.npy"), *version]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert ("--schedule-version 3 builds" in text) == advised

@@ -112,7 +112,7 @@ def machine_line(resolved: dict[str, Any]) -> str:
 def print_summary(result: dict[str, Any], seconds: float) -> None:
     """The one-screen summary printed after a run."""
     from clusterclip.cli.report import print_report_summary
-    from clusterclip.schedule.advice import clip_advice
+    from clusterclip.schedule.advice import clip_advice, rule_advice
 
     workdir = result["workdir"]
     actions = ", ".join(f"{name} {info['action']}" for name, info in result["stages"].items())
@@ -146,6 +146,14 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
         str(config.get("policy")),
         config.get("max_repeats"),
         passes=(n_draws or 0) / max(result["n_usable"], 1),
+    )
+    if advice:
+        print(f"advice:      {advice}")
+    advice = rule_advice(
+        str(config.get("policy")),
+        str(config.get("order")),
+        config.get("schedule_version"),
+        int(result.get("n_clusters") or 0),
     )
     if advice:
         print(f"advice:      {advice}")

@@ -192,7 +192,7 @@ def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> 
     """The one-screen summary printed at the end of ``clusterclip schedule``."""
     import numpy as np
 
-    from clusterclip.schedule.advice import clip_advice
+    from clusterclip.schedule.advice import clip_advice, rule_advice
 
     stats, config = schedule.stats, schedule.config
     usable = labels >= 0
@@ -254,6 +254,9 @@ def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> 
     for message in warnings_seen:
         lines.append(f"  warning        {message}")
     advice = clip_advice(config.policy, config.max_repeats, passes=stats.n_draws / max(n_usable, 1))
+    if advice:
+        lines.append(f"  advice         {advice}")
+    advice = rule_advice(config.policy, config.order, config.schedule_version, int(present.size))
     if advice:
         lines.append(f"  advice         {advice}")
     return "\n".join(lines)
