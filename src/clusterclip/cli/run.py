@@ -142,21 +142,21 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
         f"  budget {budget_text}: {n_draws if n_draws is None else f'{n_draws:,}'} draws"
         + ("" if met else "  (stopped early: every cluster was clipped; see on_exhausted)")
     )
-    advice = clip_advice(
-        str(config.get("policy")),
-        config.get("max_repeats"),
-        passes=(n_draws or 0) / max(result["n_usable"], 1),
-    )
-    if advice:
-        print(f"advice:      {advice}")
-    advice = rule_advice(
-        str(config.get("policy")),
-        str(config.get("order")),
-        config.get("schedule_version"),
-        int(result.get("n_clusters") or 0),
-    )
-    if advice:
-        print(f"advice:      {advice}")
+    for advice in (
+        clip_advice(
+            str(config.get("policy")),
+            config.get("max_repeats"),
+            passes=(n_draws or 0) / max(result["n_usable"], 1),
+        ),
+        rule_advice(
+            str(config.get("policy")),
+            str(config.get("order")),
+            config.get("schedule_version"),
+            int(result.get("n_clusters") or 0),
+        ),
+    ):
+        if advice:
+            print(f"advice:      {advice}")
     for text in result.get("warnings", []):
         print(f"warning:     dedup: {text}")
     resolved = result.get("resolved")

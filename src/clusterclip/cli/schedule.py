@@ -253,10 +253,10 @@ def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> 
     )
     for message in warnings_seen:
         lines.append(f"  warning        {message}")
-    advice = clip_advice(config.policy, config.max_repeats, passes=stats.n_draws / max(n_usable, 1))
-    if advice:
-        lines.append(f"  advice         {advice}")
-    advice = rule_advice(config.policy, config.order, config.schedule_version, int(present.size))
-    if advice:
-        lines.append(f"  advice         {advice}")
+    for advice in (
+        clip_advice(config.policy, config.max_repeats, passes=stats.n_draws / max(n_usable, 1)),
+        rule_advice(config.policy, config.order, config.schedule_version, int(present.size)),
+    ):
+        if advice:
+            lines.append(f"  advice         {advice}")
     return "\n".join(lines)
