@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.adapters.ranks import check_share, rank_length, wrap
+from clusterclip.adapters.ranks import check_index, check_share, rank_length, wrap
 from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
 
 __all__ = ["ScheduledIterableDataset", "apply_schedule", "schedule_indices"]  # noqa: F822 (lazy, see __getattr__)
@@ -135,9 +135,7 @@ def apply_schedule(dataset: Any, schedule: Any, *, consumed_samples: int = 0) ->
         )
     indices = schedule_indices(schedule)
     _check_range(indices, len(dataset))
-    value = consumed_samples
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise invalid("consumed_samples", "an int in [0, inf)", value)
+    value = check_index("consumed_samples", consumed_samples, 0)
     if value > len(indices):
         raise invalid(
             "consumed_samples",
@@ -145,7 +143,7 @@ def apply_schedule(dataset: Any, schedule: Any, *, consumed_samples: int = 0) ->
             value,
             "Pass the positions consumed in this schedule (the checkpoint's consumed_samples).",
         )
-    return dataset.select(np.asarray(indices[int(value) :], dtype=np.int64))
+    return dataset.select(np.asarray(indices[value:], dtype=np.int64))
 
 
 class _ScheduledIterable:
@@ -168,8 +166,7 @@ class _ScheduledIterable:
             ("consumed_samples", consumed_samples, 0),
             ("batch_size", 1 if batch_size is None else batch_size, 1),
         ):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-                raise invalid(name, f"an int in [{low}, inf)", value)
+            check_index(name, value, low)
         if rank >= world_size:
             raise invalid(
                 "rank",

@@ -22,9 +22,27 @@ Pure Python, no numpy or torch: the sampler and the Hugging Face dataset share i
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import Any
+
 from clusterclip.errors import hint, invalid
 
-__all__ = ["check_share", "rank_length", "wrap"]
+__all__ = ["check_index", "check_share", "rank_length", "wrap"]
+
+
+def check_index(name: str, value: Any, low: int) -> int:
+    """``value`` as an int of at least ``low`` (numpy ints too, never a bool), or the standard error.
+
+    >>> check_index("rank", 2, 0)
+    2
+    >>> check_index("world_size", 0, 1)
+    Traceback (most recent call last):
+    ...
+    clusterclip.errors.ClusterClipError: `world_size` must be an int in [1, inf); got 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        raise invalid(name, f"an int in [{low}, inf)", value)
+    return int(value)
 
 
 def rank_length(left: int, world_size: int, *, drop_last: bool) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.adapters.ranks import check_share, rank_length
+from clusterclip.adapters.ranks import check_index, check_share, rank_length
 from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
 from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
@@ -44,12 +44,6 @@ __all__ = ["ClusterClipSampler"]
 
 #: Positions handed to a rank's loop per read of a recorded schedule (memory only).
 RECORDED_BLOCK = 65536
-
-
-def _check_index(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise invalid(name, f"an int in [{low}, inf)", value)
-    return int(value)
 
 
 class _RecordedSchedule:
@@ -200,8 +194,8 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         """Validate and set this rank's place (shared by both constructors)."""
         if _SamplerBase is not object:
             super().__init__()
-        self.world_size = _check_index("world_size", world_size, 1)
-        self.rank = _check_index("rank", rank, 0)
+        self.world_size = check_index("world_size", world_size, 1)
+        self.rank = check_index("rank", rank, 0)
         if self.rank >= self.world_size:
             raise invalid("rank", f"an int in [0, {hint('world_size', self.world_size)})", rank)
         self.drop_last = bool(drop_last)
@@ -336,7 +330,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     # -- checkpointing ------------------------------------------------------
     def set_consumed_samples(self, consumed_samples: int) -> None:
         """Resume at global position ``consumed_samples`` (e.g. steps * global batch)."""
-        self.consumed_samples = _check_index("consumed_samples", consumed_samples, 0)
+        self.consumed_samples = check_index("consumed_samples", consumed_samples, 0)
 
     def state_dict(self) -> dict[str, Any]:
         """Resume state: ``consumed_samples`` + the config (and its fingerprint)."""
