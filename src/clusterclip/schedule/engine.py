@@ -52,7 +52,7 @@ from clusterclip.schedule.groups import (
 from clusterclip.schedule.hierarchy import ActiveTree, Hierarchy
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import PlannedOrder, plan_draws, planned_phases
-from clusterclip.schedule.stats import GroupDraws, compute_stats
+from clusterclip.schedule.stats import GroupDraws, compute_stats, dense_ids
 from clusterclip.schedule.units import RotatingGroups, Units
 from clusterclip.schedule.windows import Window, WindowChooser
 from clusterclip.threads import FasterWay, helper
@@ -600,12 +600,7 @@ class _BlockOnline:
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions (inside the latest segment)."""
-        counts = self.chooser.counts.copy()
-        if self.last is not None:
-            g0, chosen = self.last
-            _check_inside(position, g0, chosen.size)
-            np.subtract.at(counts, chosen[position - g0 :], 1)
-        return counts
+        return _without_tail(self.chooser.counts.copy(), self.last, position)
 
 
 class _Planned:
@@ -696,11 +691,8 @@ class _Windows:
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions (inside the latest window)."""
-        counts = self.counts_before()
-        if self.last is not None:
-            _check_inside(position, self.last.start, self.last.size)
-            np.subtract.at(counts, self.last.groups[position - self.last.start :], 1)
-        return counts
+        last = None if self.last is None else (self.last.start, self.last.groups)
+        return _without_tail(self.counts_before(), last, position)
 
 
 def _lookup_in_order(
@@ -711,12 +703,24 @@ def _lookup_in_order(
     return docs
 
 
-def _check_inside(position: int, start: int, size: int) -> None:
-    if not start <= position <= start + size:  # an engine bug, never a user error
+def _without_tail(
+    counts: np.ndarray, last: tuple[int, np.ndarray] | None, position: int
+) -> np.ndarray:
+    """``counts`` (all applied, a copy) less the latest segment's groups from ``position`` on.
+
+    ``last``: the latest segment's first position and the group of each of its
+    positions (None: no segment yet, nothing to take off).
+    """
+    if last is None:
+        return counts
+    start, groups = last
+    if not start <= position <= start + groups.size:  # an engine bug, never a user error
         raise RuntimeError(
             f"clusterclip: draws counted at {position}, outside the latest segment "
-            f"[{start}, {start + size}]"
+            f"[{start}, {start + groups.size}]"
         )
+    np.subtract.at(counts, groups[position - start :], 1)
+    return counts
 
 
 def _legacy_groups(
@@ -995,9 +999,7 @@ def materialise(stream: ScheduleStream, indices: np.ndarray) -> Schedule:
         planned = np.zeros(ids.size, dtype=np.int64)
     drawn = None
     if not prep.policy.single_group:
-        # ids are ascending and distinct: they are 0..size-1 when the last is size - 1
-        dense = ids.size and int(ids[-1]) == ids.size - 1
-        where = prep.cluster_ids if dense else np.searchsorted(ids, prep.cluster_ids)
+        where = prep.cluster_ids if dense_ids(ids) else np.searchsorted(ids, prep.cluster_ids)
         clip_step[where] = stream.clip_step
         if planned is not None:
             planned[where] = stream.planned.plan

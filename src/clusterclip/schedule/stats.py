@@ -84,8 +84,7 @@ class ScheduleStats:
         return stats
 
     def _dense(self) -> bool:
-        ids = self.cluster_ids
-        return ids.size == 0 or (int(ids[0]) == 0 and int(ids[-1]) == ids.size - 1)
+        return dense_ids(self.cluster_ids)
 
     @property
     def n_clipped(self) -> int:
@@ -153,6 +152,15 @@ class GroupDraws:
     emitted: int
 
 
+def dense_ids(ids: np.ndarray) -> bool:
+    """Whether ascending distinct cluster ids are exactly ``0 .. len(ids) - 1``.
+
+    >>> dense_ids(np.array([0, 1, 2])), dense_ids(np.array([0, 5]))
+    (True, False)
+    """
+    return ids.size == 0 or (int(ids[0]) == 0 and int(ids[-1]) == ids.size - 1)
+
+
 def count_repeats(indices: np.ndarray, n_documents: int) -> np.ndarray:
     """Appearances of each of ``n_documents`` documents in ``indices`` (int64)."""
     # int64 already where intp is (no copy of N entries then)
@@ -204,7 +212,7 @@ def compute_stats(
     """
     if cluster_ids is None:
         cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
-    sparse = cluster_ids.size and int(cluster_ids[-1]) != cluster_ids.size - 1
+    sparse = not dense_ids(cluster_ids)
     draws = np.zeros(cluster_ids.size, dtype=np.int64)
     rest = indices
     if drawn is not None:
