@@ -19,7 +19,9 @@
 # Settings: CORPORA (default "kjv fortunes"; "kjv" for the tail view), SEEDS (default
 # 0,1,2), PY (default .venv/bin/python), WORK (default runs/grid-$SIZE[-tail]), RESULTS
 # (default experiments/results/grid-$SIZE[-tail]), DEVICE (default auto), ONE and FOUR
-# (the policies of each regime), PARALLEL (below). The CPU size embeds in float32, so
+# (the policies of each regime), REGIMES (default "1:$ONE 4:$FOUR": passes:policies pairs),
+# DATA_SEED (default 0: subset, clustering and split), THREADS (torch threads per run,
+# default 2, or 1 with PARALLEL=1), PARALLEL (below). The CPU size embeds in float32, so
 # every CPU gets the same clusters and held-out split (seed 0's random run repeated on a
 # second CPU family matched to 1e-5 nats), and clusters with faiss, what `auto` picked on
 # both machines then (auto now measures, and may pick bfloat16 k-means): bfloat16 would
@@ -39,9 +41,11 @@ RESULTS=${RESULTS:-experiments/results/grid-$SIZE$SUFFIX}
 if [ "$VIEW" = tail ]; then CORPORA=${CORPORA:-kjv}; else CORPORA=${CORPORA:-kjv fortunes}; fi
 SEEDS=${SEEDS:-0,1,2}
 DEVICE=${DEVICE:-auto}
+DATA_SEED=${DATA_SEED:-0}
 # PARALLEL=1 trains the corpora side by side (default on the GPU size, whose small model
 # leaves most of one GPU idle); 0 runs everything in sequence (the CPU sizes).
 if [ "$SIZE" = gpu ]; then PARALLEL=${PARALLEL:-1}; else PARALLEL=${PARALLEL:-0}; fi
+if [ "$PARALLEL" = 1 ]; then THREADS=${THREADS:-1}; else THREADS=${THREADS:-2}; fi
 export HF_HUB_OFFLINE=1
 
 case "$SIZE" in
@@ -77,14 +81,15 @@ fi
 # the planned order. >= 3 epochs: the same with R = 4 and 8 (R = 4 is the whole capacity).
 ONE=${ONE:-random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.5,temperature-a0.5-r4,planned-r4}
 FOUR=${FOUR:-random,uniform,clusterclip-r4,clusterclip-r8,temperature-a0.5,temperature-a0.5-r8,planned-r8}
+REGIMES=${REGIMES:-1:$ONE 4:$FOUR}
 
-cell() {  # one seed of one corpus: both regimes
-  local seed=$1 corpus=$2 epochs policies regime
-  for regime in "1 $ONE" "4 $FOUR"; do
-    read -r epochs policies <<< "$regime"
+cell() {  # one seed of one corpus: every regime
+  local seed=$1 corpus=$2 regime
+  for regime in $REGIMES; do
     "$PY" -m clusterclip.experiments.lm "${MODEL[@]}" "${DATA[@]}" --corpus="$corpus" \
-      --workdir="$WORK/$corpus" --out="$RESULTS/$corpus" --epochs="$epochs" \
-      --seeds="$seed" --policies="$policies" --device="$DEVICE"
+      --workdir="$WORK/$corpus" --out="$RESULTS/$corpus" --epochs="${regime%%:*}" \
+      --seeds="$seed" --policies="${regime#*:}" --device="$DEVICE" \
+      --data-seed="$DATA_SEED" --threads="$THREADS"
   done
 }
 

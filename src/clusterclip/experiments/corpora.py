@@ -17,6 +17,7 @@ pydocs      ``/usr/share/doc/python3.11/html/_sources`` split at headings top fo
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -75,6 +76,20 @@ class Corpus:
             texts=[self.texts[i] for i in keep],
             categories=None if self.categories is None else [self.categories[i] for i in keep],
         )
+
+    def sha256(self) -> str:
+        """Hash of every document's id, text and category, in order (what a run trained on).
+
+        >>> Corpus("x", ["a"], ["text"], None).sha256()[:12]
+        'ea918d027ddc'
+        """
+        digest = hashlib.sha256()
+        for index, text in enumerate(self.texts):
+            category = "" if self.categories is None else self.categories[index]
+            for part in (self.ids[index], text, category):
+                encoded = part.encode("utf-8", "surrogatepass")
+                digest.update(len(encoded).to_bytes(8, "little") + encoded)
+        return digest.hexdigest()
 
     def write_jsonl(self, path: str | Path) -> None:
         """Write ``{"id", "text", "category"}`` lines (the input of the embed stage)."""

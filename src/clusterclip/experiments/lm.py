@@ -105,6 +105,9 @@ class ExperimentConfig:
     eval_points: int = 8
     device: str = "auto"
     threads: int = 2
+    #: The sampler's draw rule, pinned so that a grid run over several releases stays one
+    #: experiment (a new default rule would otherwise change the schedules mid-grid).
+    schedule_version: int = 1
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,7 @@ def schedule_order(
         lengths=doc_tokens[pool],
         on_exhausted="random",
         seed=seed,
+        schedule_version=cfg.schedule_version,
         **policy.schedule_kwargs(),
     )
     positions = np.fromiter(sampler, dtype=np.int64, count=len(sampler))
@@ -262,10 +266,24 @@ def learning_rate(cfg: ExperimentConfig, step: int, steps: int) -> float:
 
 
 class _Heldout:
-    """Held-out loss metrics of a model (natural, macro, rare, category)."""
+    """Held-out loss metrics of a model (natural, macro, rare, category).
+
+    :meth:`point` also keeps every held-out document's summed loss at each evaluation
+    point (``loss_sums``), stored with the run so that re-analysis needs no retraining.
+    """
 
     def __init__(self, prep: Prepared, cfg: ExperimentConfig, device: str) -> None:
         self.prep, self.cfg, self.device = prep, cfg, device
+        self.loss_sums: list[np.ndarray] = []
+        self.n_tokens: np.ndarray | None = None
+
+    def point(self, model) -> dict:
+        """The held-out metrics now, keeping the per-document losses behind them."""
+        docs = self.prep.heldout
+        loss_sum, n_tok = self.losses(model, docs)
+        self.loss_sums.append(loss_sum.astype(np.float32))
+        self.n_tokens = n_tok
+        return self.metrics(model, docs, losses=(loss_sum, n_tok))
 
     def losses(self, model, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         prep = self.prep
@@ -274,9 +292,9 @@ class _Heldout:
             context=self.cfg.model.context, device=self.device,
         )  # fmt: skip
 
-    def metrics(self, model, docs: np.ndarray) -> dict:
+    def metrics(self, model, docs: np.ndarray, *, losses=None) -> dict:
         prep = self.prep
-        loss_sum, n_tok = self.losses(model, docs)
+        loss_sum, n_tok = losses if losses is not None else self.losses(model, docs)
         categories = None if prep.categories is None else [prep.categories[d] for d in docs]
         metrics = evaluate.loss_metrics(
             loss_sum, n_tok, prep.labels[docs], rare=prep.rare, categories=categories,
@@ -295,7 +313,7 @@ def _train(torch, model, sequences, heldout: _Heldout, cfg, *, steps, device, la
     """Train on ``sequences`` in order; return the held-out and training curves."""
     optimizer = _optimizer(torch, model, cfg)
     batch, context = cfg.batch_size, cfg.model.context
-    curve = [{"tokens": 0, **heldout.metrics(model, heldout.prep.heldout)}]
+    curve = [{"tokens": 0, **heldout.point(model)}]
     train_curve, window = [], []
     eval_steps = {max(1, round(steps * (i + 1) / cfg.eval_points)) for i in range(cfg.eval_points)}
     inputs_all = torch.from_numpy(sequences)
@@ -318,7 +336,7 @@ def _train(torch, model, sequences, heldout: _Heldout, cfg, *, steps, device, la
         if not math.isfinite(window[-1]):
             raise ClusterClipError(f"training loss became {window[-1]} at step {step}.")
         if (step + 1) in eval_steps:
-            metrics = heldout.metrics(model, heldout.prep.heldout)
+            metrics = heldout.point(model)
             tokens_seen = (step + 1) * batch * context
             curve.append({"tokens": tokens_seen, **metrics})
             train_curve.append({"tokens": tokens_seen, "train": float(np.mean(window))})
@@ -389,8 +407,64 @@ def portable_config(cfg: ExperimentConfig) -> dict:
     return values
 
 
+def losses_file(record: dict) -> str:
+    """Where a run's per-document held-out losses go, relative to ``--out``.
+
+    >>> losses_file({"regime": "1-epoch", "policy": "clusterclip-r4", "seed": 3})
+    'losses/1-epoch_clusterclip-r4_s3.npz'
+    """
+    return f"losses/{record['regime']}_{record['policy']}_s{record['seed']}.npz"
+
+
+def save_losses(out: str | Path, record: dict, heldout: _Heldout) -> None:
+    """Write the run's per-document held-out losses (compressed ``.npz``) under ``out``.
+
+    Arrays: ``documents`` (held-out document indices, int64), ``n_tokens`` (tokens scored
+    per document), ``tokens`` (training tokens at each evaluation point) and ``loss_sum``
+    (float32, evaluation points x documents: summed next-token loss, nats).
+    """
+    import io as _io
+
+    from clusterclip.io import atomic_write_bytes
+
+    buffer = _io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        documents=heldout.prep.heldout.astype(np.int64),
+        n_tokens=heldout.n_tokens.astype(np.int32),
+        tokens=np.array([point["tokens"] for point in record["curve"]], dtype=np.int64),
+        loss_sum=np.stack(heldout.loss_sums),
+    )
+    atomic_write_bytes(Path(out) / record["losses_file"], buffer.getvalue())
+
+
+def clustering_agreement(prep: Prepared) -> dict:
+    """How the sampler's clusters relate to the independent clustering the claims rest on.
+
+    ``ari``: adjusted Rand index between the two over the documents both cluster;
+    ``independent_rare_in_own_rare``: the share of held-out tokens of the independent
+    clustering's rarest quarter that fall in the sampler's own rarest quarter.
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    both = (prep.labels >= 0) & (prep.independent >= 0)
+    tokens = np.diff(prep.offsets)[prep.heldout]
+    ind_rare = np.isin(prep.independent[prep.heldout], prep.independent_rare)
+    own_rare = np.isin(prep.labels[prep.heldout], prep.rare)
+    rare_tokens = tokens[ind_rare].sum()
+    return {
+        "ari": float(adjusted_rand_score(prep.labels[both], prep.independent[both])),
+        "independent_rare_in_own_rare": (
+            float(tokens[ind_rare & own_rare].sum() / rare_tokens) if rare_tokens else None
+        ),
+    }
+
+
 def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, *, log=print):
-    """Train one model under one policy and seed; return the result record (a dict)."""
+    """Train one model under one policy and seed; return the result record (a dict).
+
+    The per-document held-out losses are written to ``cfg.out`` at ``record["losses_file"]``.
+    """
     torch = require_extra("torch", "experiments")
     torch.set_num_threads(cfg.threads)
     device = _resolve_device(cfg.device)
@@ -410,11 +484,14 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         torch, model, sequences, heldout, cfg, steps=steps, device=device,
         label=f"{policy.name} seed={seed}", log=log,
     )  # fmt: skip
-    return {
+    record = {
         "corpus": portable_path(prep.summary["corpus"]),
+        "corpus_sha256": prep.summary.get("corpus_sha256"),
+        "corpus_documents": prep.summary.get("documents"),
         "regime": cfg.regime or f"{cfg.epochs:g}-epoch",
         "policy": policy.name,
         "seed": seed,
+        "data_seed": cfg.data_seed,
         "epochs": budget / pool_tokens,
         "budget_tokens": budget,
         "steps": steps,
@@ -424,12 +501,16 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         "curve": curve,
         "train_curve": train_curve,
         "dynamics": _dynamics(prep, pool, order, budget),
+        "clustering": clustering_agreement(prep),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "wall_seconds": round(time.time() - started, 1),
         "device": device,
         "machine": machine_description(torch, cfg.threads),
         "config": {**portable_config(cfg), "policy_spec": asdict(policy)},
     }
+    record["losses_file"] = losses_file(record)
+    save_losses(cfg.out, record, heldout)
+    return record
 
 
 # --------------------------------------------------------------------------- command line
@@ -492,6 +573,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--eval-points", type=int, default=d.eval_points, help="held-out evals per run")
     add("--device", default=d.device, help="auto, cpu, cuda")
     add("--threads", type=int, default=d.threads, help="torch CPU threads")
+    add(
+        "--schedule-version",
+        type=int,
+        default=d.schedule_version,
+        help="the sampler's draw rule, pinned for the whole grid",
+    )
     add("--report-only", action="store_true", help="only rebuild tables and plots from --out")
 
 
@@ -532,6 +619,26 @@ def write_report(out: str | Path) -> str:
     return tables
 
 
+def check_same_corpus(records: list[dict], summary: dict, out: str | Path) -> None:
+    """Refuse to add runs on other corpus bytes to a results file (e.g. another Debian release).
+
+    >>> check_same_corpus([{"corpus_sha256": "ab"}], {"corpus_sha256": "ab"}, "out")
+    >>> check_same_corpus([{"corpus_sha256": "ab"}], {"corpus_sha256": "cd", "documents": 9}, "out")
+    Traceback (most recent call last):
+    ...
+    clusterclip.errors.ClusterClipError: out/results.jsonl holds runs on corpus sha256 ab..., but the corpus read now (9 documents) has sha256 cd...: the corpus files changed (another package version?). Write these runs to another --out.
+    """
+    seen = {r["corpus_sha256"] for r in records if r.get("corpus_sha256")}
+    now = summary.get("corpus_sha256")
+    if now and seen and seen != {now}:
+        raise ClusterClipError(
+            f"{Path(out) / 'results.jsonl'} holds runs on corpus sha256 "
+            f"{', '.join(sorted(h[:12] for h in seen))}..., but the corpus read now "
+            f"({summary.get('documents')} documents) has sha256 {now[:12]}...: the corpus "
+            "files changed (another package version?). Write these runs to another --out."
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every (seed, policy) not yet in ``--out/results.jsonl``, then print the tables."""
     cfg = config_from_args(args)
@@ -544,7 +651,9 @@ def run(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in cfg.seeds.split(",") if s.strip()]
     prep = prepare(cfg)
     regime = cfg.regime or f"{cfg.epochs:g}-epoch"
-    done = {(r["regime"], r["policy"], r["seed"]) for r in read_results(out)}
+    previous = read_results(out)
+    check_same_corpus(previous, prep.summary, out)
+    done = {(r["regime"], r["policy"], r["seed"]) for r in previous}
     print(f"[experiment] {json.dumps(prep.summary)}")
     for seed in seeds:  # seed-major: partial results stay balanced across policies
         for policy in policies:

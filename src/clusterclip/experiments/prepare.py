@@ -320,6 +320,7 @@ def prepare(cfg: Any, *, log: Callable[[str], None] = print) -> Prepared:
     work.path.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(cfg.corpus, text_field=cfg.text_field, label_field=cfg.label_field)
     corpus = corpus.subset(cfg.max_docs, seed=cfg.data_seed)
+    fingerprint = corpus.sha256()
     source = work.path_of("experiment_corpus")
     corpus.write_jsonl(source)  # same content, same fingerprint: the embed stage stays fresh
 
@@ -333,6 +334,8 @@ def prepare(cfg: Any, *, log: Callable[[str], None] = print) -> Prepared:
     )
     run_stage(ClusterStage(), work, cluster_options, log=say)
     outcome = run_stage(SplitStage(corpus), work, SplitOptions.of(cfg), log=say)
+    # The bytes the runs trained on (the fortunes files differ between Debian releases).
+    outcome.result.summary["corpus_sha256"] = fingerprint
     if outcome.action != "skipped":
         log(f"[prepare] {json.dumps(outcome.result.summary)}")
     return outcome.result
