@@ -1,33 +1,25 @@
-"""The plain answer of a policy grid: where balancing helped or hurt, on metrics the sampler never saw.
+"""The declared analysis of a policy grid (``experiments/ANALYSIS.md``), applied and nothing else.
 
-Reads the ``results.jsonl`` of one or more corpora (as written by
-:mod:`clusterclip.experiments.lm`, e.g. by ``experiments/grid.sh``) and prints one
-markdown table per regime: for every policy and corpus, the paired difference
-from ``random`` (same seed, same initialisation) on the four independent
-metrics (natural mix, real-category macro, independent-clustering macro and its
-rarest quarter), as the mean over seeds and the per-seed range, and a verdict:
+Reads the ``results.jsonl`` files written by :mod:`clusterclip.experiments.lm` (e.g. by
+``experiments/evidence.sh``), forms paired differences over seeds for every declared
+contrast, tests them (:mod:`clusterclip.experiments.stats`: sign-flip permutation p,
+95% t-interval, Benjamini-Hochberg across every tested row at once) and prints one
+markdown table per grid with the verdict of each row, then the decisions the analysis
+makes (the advice line; how much the clustering moves the answer).
 
-``helped``
-    on at least one independent metric every seed was better than random, and on
-    none was every seed worse;
-``hurt``
-    the reverse;
-``mixed``
-    some metric helped in every seed and another hurt in every seed;
-``no clear effect``
-    on every metric the seeds disagree in sign (the effect is within the spread).
-
-A policy whose every metric equals another policy's in every seed (the clip never
-bound, so the schedules were the same) is listed as ``= <that policy>``.
+A grid is a directory ``ROOT/<grid>/<corpus>/results.jsonl`` (or ``ROOT/<corpus>/...``,
+the grid then named after ROOT). Grids whose name starts with ``clip`` form the clip
+family (contrasts between clip strengths); a grid named ``split`` is the main comparison
+at another data seed; any other grid compares its arms with ``random``, naming
+``recommended`` the one ``clusterclip-rR`` arm of a regime when there is exactly one.
 
 Run::
 
-    PYTHONPATH=src python -m clusterclip.experiments.answer experiments/results/grid-cpu
+    python -m clusterclip.experiments.answer experiments/results/evidence \\
+        --figures docs/img/evidence
 
->>> verdict([[-0.01, -0.02], [0.01, -0.01]])
-'helped'
->>> verdict([[-0.01, 0.02], [0.01, -0.01]])
-'no clear effect'
+>>> contrast_policies("R=2P", "uniform", "8-epoch", ["random", "uniform", "clusterclip-r16"])
+('clusterclip-r16', 'uniform')
 """
 
 from __future__ import annotations
@@ -37,139 +29,284 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["INDEPENDENT", "answer_tables", "read_grid", "verdict"]
+from clusterclip.experiments import stats
 
-#: The metrics every claim rests on (the sampler never saw them), with their column titles.
-INDEPENDENT = {
+__all__ = [
+    "CLIP_CONTRASTS",
+    "MAIN_CONTRASTS",
+    "PRIMARY",
+    "Row",
+    "analyse",
+    "answer_tables",
+    "contrast_policies",
+    "main",
+    "read_grid",
+]
+
+#: The primary metrics (the sampler never saw them), with their titles.
+PRIMARY = {
     "natural": "natural mix",
     "category": "real-category macro",
     "independent_macro": "independent macro",
     "independent_rare": "independent rarest 25%",
 }
+MAIN_CONTRASTS = (("recommended", "random"), ("uniform", "random"), ("recommended", "uniform"))
+CLIP_CONTRASTS = (
+    ("R=P", "random"), ("R=2P", "random"), ("R=4P", "random"), ("planned R=2P", "random"),
+    ("uniform", "random"), ("R=2P", "uniform"), ("R=P", "R=2P"), ("R=4P", "R=2P"),
+    ("planned R=2P", "R=2P"),
+)  # fmt: skip
+#: Pairs of the complete clip grid (3 regimes x 5 seeds): the advice line waits for them.
+CLIP_PAIRS = 15
+#: Seeds never seen before the analysis was declared (the sensitivity rows of the main grid).
+FRESH_SEEDS = frozenset(range(5, 10))
 
 
 def read_grid(root: str | Path) -> list[dict]:
-    """Every record of ``root/<corpus>/results.jsonl`` (or of ``root/results.jsonl``).
+    """Every record under ``root``, each with ``_grid`` set to its grid's name.
 
-    Raises ``FileNotFoundError`` naming ``root`` when it holds no results file.
+    Raises ``FileNotFoundError`` naming ``root`` when it holds no results file, and
+    ``ValueError`` naming ``file:line`` for a line that is not JSON.
     """
     root = Path(root)
-    paths = sorted(root.glob("*/results.jsonl")) or sorted(root.glob("results.jsonl"))
+    paths = sorted(root.glob("*/*/results.jsonl"))
+    nested = bool(paths)
+    paths = paths or sorted(root.glob("*/results.jsonl")) or sorted(root.glob("results.jsonl"))
     if not paths:
         raise FileNotFoundError(f"{root}: no results.jsonl here or in its subdirectories")
     records = []
     for path in paths:
+        grid = path.parent.parent.name if nested else root.name
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except ValueError as error:
                 raise ValueError(f"{path}:{number}: not a JSON line ({error})") from None
+            records.append({**record, "_grid": grid})
     return records
 
 
-def verdict(per_metric: Sequence[Sequence[float]]) -> str:
-    """The verdict of one row from its per-seed paired differences, one list per metric.
+def _passes(regime: str) -> int:
+    return round(float(regime.split("-")[0]))
 
-    Negative = lower loss than random = better. A metric counts only when every
-    seed agrees in sign; one seed alone never decides (the spread is unknown).
+
+def contrast_policies(
+    arm: str, baseline: str, regime: str, policies: Sequence[str]
+) -> tuple[str, str] | None:
+    """The two policy names a contrast compares in one regime, or None if one is missing.
+
+    Roles: ``random``, ``uniform``, ``recommended`` (the regime's only ``clusterclip-rR``),
+    ``R=kP`` (``clusterclip-r{k * passes}``), ``planned R=kP``; anything else is a policy name.
     """
-    helped = hurt = False
-    for diffs in per_metric:
-        if len(diffs) < 2:
-            continue
-        helped |= all(d < 0 for d in diffs)
-        hurt |= all(d > 0 for d in diffs)
-    if helped and hurt:
-        return "mixed"
-    if helped:
-        return "helped"
-    if hurt:
-        return "hurt"
-    return "no clear effect"
+
+    def resolve(role: str) -> str | None:
+        if role == "recommended":
+            clipped = [p for p in policies if p.startswith("clusterclip-r")]
+            return clipped[0] if len(clipped) == 1 else None
+        planned = role.startswith("planned R=")
+        if role.startswith(("R=", "planned R=")) and role.endswith("P"):
+            factor = role.split("=")[1][:-1]
+            repeats = _passes(regime) * (int(factor) if factor else 1)
+            name = f"{'planned' if planned else 'clusterclip'}-r{repeats}"
+            return name if name in policies else None
+        return role if role in policies else None
+
+    pair = resolve(arm), resolve(baseline)
+    return None if None in pair else pair  # type: ignore[return-value]
 
 
-def _cell(diffs: Sequence[float]) -> str:
-    if not diffs:
-        return ""
-    mean = statistics.fmean(diffs)
-    if len(diffs) == 1:
-        return f"{mean:+.3f}"
-    return f"{mean:+.3f} ({min(diffs):+.3f} to {max(diffs):+.3f})"
+@dataclass
+class Row:
+    """One tested (or reported) row: where, which contrast, which metric, and its test."""
+
+    family: str
+    corpus: str
+    regime: str
+    contrast: str
+    metric: str
+    test: stats.PairedTest
+    values: tuple[float, ...] = ()  # the paired differences, seed order
+    q: float | None = None
+    in_family: bool = True  # False: a sensitivity row, outside the BH family
+
+    @property
+    def verdict(self) -> str:
+        return stats.verdict(self.test.mean, self.test.low, self.test.high, q=self.q)
 
 
-def _same_as(
-    runs: dict[str, dict[int, dict]], policy: str, seeds: list[int], earlier: list[str]
-) -> str | None:
-    """The first ``earlier`` policy with the same metrics as ``policy`` in every paired seed."""
-    for other in earlier:
-        if seeds and all(
-            s in runs[other] and runs[other][s]["metrics"] == runs[policy][s]["metrics"]
-            for s in seeds
-        ):
-            return other
-    return None
+def _family(grid: str) -> str:
+    return "clip" if grid.startswith("clip") else grid
 
 
-def answer_tables(records: Sequence[dict], *, baseline: str = "random") -> str:
-    """Markdown: one table per regime, rows = policy x corpus (see the module docstring)."""
-    groups: dict[str, dict[str, dict[str, dict[int, dict]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(dict))
-    )
-    epochs: dict[str, list[float]] = defaultdict(list)
+def place_name(grid: str, corpus: str) -> str:
+    """A corpus as the tables name it: ``kjv``, or ``kjv-tail`` in grid ``clip-tail``.
+
+    >>> place_name("clip-tail", "kjv"), place_name("main", "kjv")
+    ('kjv-tail', 'kjv')
+    """
+    family = _family(grid)
+    return corpus if grid == family else f"{corpus}-{grid.removeprefix(family + '-')}"
+
+
+def _contrasts(family: str, regimes: dict[str, dict[str, dict[int, dict]]]) -> list[tuple]:
+    if family == "clip":
+        return list(CLIP_CONTRASTS)
+    if all(contrast_policies("recommended", "random", r, list(p)) for r, p in regimes.items()):
+        return list(MAIN_CONTRASTS)
+    policies = dict.fromkeys(p for runs in regimes.values() for p in runs if p != "random")
+    return [(p, "random") for p in policies]
+
+
+def _diffs(runs: dict[str, dict[int, dict]], pair, metric, seeds=None) -> list[tuple]:
+    arm, base = (runs[p] for p in pair)
+    keep = sorted(set(arm) & set(base) & (set(seeds) if seeds is not None else set(arm)))
+    return [
+        (s, arm[s]["metrics"][metric] - base[s]["metrics"][metric])
+        for s in keep
+        if metric in arm[s]["metrics"] and metric in base[s]["metrics"]
+    ]
+
+
+def _cells(records: Sequence[dict]) -> dict:
+    """family -> (grid, corpus) -> regime -> policy -> seed -> record."""
+    cells: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     for record in records:
-        groups[record["regime"]][record["corpus"]][record["policy"]][record["seed"]] = record
-        epochs[record["regime"]].append(float(record.get("epochs", 0.0)))
-    lines = []
-    for regime in sorted(groups, key=lambda r: (statistics.fmean(epochs[r]), r)):
-        corpora = groups[regime]
-        low, high = min(epochs[regime]), max(epochs[regime])
-        span = f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f}"
-        lines.append(
-            f"\n**{regime}** ({span} epochs over the training pool). Paired difference vs {baseline} in nats/token, mean over seeds "
-            "(per-seed range); negative = lower held-out loss = better.\n"
+        key = (record["_grid"], record["corpus"])
+        cells[_family(record["_grid"])][key][record["regime"]].setdefault(record["policy"], {})[
+            record["seed"]
+        ] = record
+    return cells
+
+
+def analyse(records: Sequence[dict]) -> list[Row]:
+    """Every row of the declared analysis, with BH q-values across the tested rows."""
+    rows: list[Row] = []
+    for family, places in _cells(records).items():
+        pooled: dict[tuple, list[float]] = defaultdict(list)
+        for (grid, corpus), regimes in sorted(places.items()):
+            corpus = place_name(grid, corpus)
+            for contrast in _contrasts(family, regimes):
+                for regime, runs in sorted(regimes.items(), key=lambda kv: _passes(kv[0])):
+                    pair = contrast_policies(*contrast, regime, list(runs))
+                    if pair is None:
+                        continue
+                    name = f"{contrast[0]} − {contrast[1]}"
+                    for metric in PRIMARY:
+                        diffs = _diffs(runs, pair, metric)
+                        if not diffs:
+                            continue
+                        values = [d for _, d in diffs]
+                        pooled[(name, metric)] += values
+                        rows.append(Row(family, corpus, regime, name, metric,
+                                        stats.paired_test(values), tuple(values)))  # fmt: skip
+                        fresh = [d for s, d in diffs if s in FRESH_SEEDS]
+                        if family == "main" and len(fresh) >= 2 and fresh != values:
+                            test = replace(stats.paired_test(fresh), p=stats.sign_flip_p(fresh))
+                            rows.append(Row(family, corpus, regime, name + " (seeds 5-9)", metric,
+                                            test, tuple(fresh), in_family=False))  # fmt: skip
+        for (name, metric), values in pooled.items():
+            rows.append(Row(family, "pooled", "all", name, metric, stats.paired_test(values),
+                            tuple(values)))  # fmt: skip
+    tested = [r for r in rows if r.in_family and r.test.p is not None]
+    for row, q in zip(tested, stats.bh_qvalues([r.test.p for r in tested]), strict=True):
+        row.q = q
+    return rows
+
+
+def _format_row(row: Row) -> str:
+    t = row.test
+    p = "" if t.p is None else f"{t.p:.4f}"
+    q = "" if row.q is None else f"{row.q:.3f}"
+    verdict = row.verdict if row.in_family else "sensitivity (not in the family)"
+    return (
+        f"| {row.corpus} | {row.regime} | {row.contrast} | {PRIMARY[row.metric]} | {t.n} | "
+        f"{t.mean:+.4f} | [{t.low:+.4f}, {t.high:+.4f}] | {t.better}/{t.n} | {p} | {q} | "
+        f"{verdict} |"
+    )
+
+
+def _advice_decision(rows: Sequence[Row]) -> str:
+    clip = [r for r in rows if r.family == "clip" and r.corpus == "pooled"]
+    key = [r for r in clip if r.contrast == "R=2P − uniform"]
+    if not key or key[0].test.n < CLIP_PAIRS:
+        done = key[0].test.n if key else 0
+        return f"The clip grid is incomplete ({done} of {CLIP_PAIRS} pairs): the advice line is not decided yet."
+    gains = [PRIMARY[r.metric] for r in key if r.verdict == "lower loss"]
+    harms = [PRIMARY[r.metric] for r in key if r.verdict == "higher loss"]
+    if gains and not harms:
+        best = min((r for r in key if r.verdict == "lower loss"), key=lambda r: r.test.mean)
+        return (
+            f"**Keep the advice line** (max_repeats ≈ 2 × passes): the clip at R = 2P lowers "
+            f"loss against uniform on {', '.join(gains)}; largest: {PRIMARY[best.metric]} "
+            f"{best.test.mean:+.4f} [{best.test.low:+.4f}, {best.test.high:+.4f}], q = {best.q:.3f}."
         )
-        lines.append(
-            "| policy | corpus | seeds | " + " | ".join(INDEPENDENT.values()) + " | verdict |"
-        )
-        lines.append("|---" * (len(INDEPENDENT) + 4) + "|")
-        policies = list(dict.fromkeys(p for runs in corpora.values() for p in runs))
-        for policy in policies:
-            if policy == baseline:
+    why = f"it raises loss on {', '.join(harms)}" if harms else "no metric passes the test"
+    return (
+        "**Remove the advice line**: the clip at R = 2P against uniform without a clip: "
+        f"{why} (pooled clip grid, {key[0].test.n} pairs)."
+    )
+
+
+def _clustering_moves(records: Sequence[dict]) -> list[str]:
+    """Main-grid effect at data seed 1 minus at data seed 0 (seeds 0-4 of both), Welch CI."""
+    cells = _cells(records)
+    if "main" not in cells or "split" not in cells:
+        return []
+    split = {corpus: regimes for (_, corpus), regimes in cells["split"].items()}
+    lines = [
+        "| corpus | regime | contrast | metric | data seed 0 | data seed 1 | difference [95% CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (_, corpus), regimes in sorted(cells["main"].items()):
+        for regime, runs in sorted(regimes.items(), key=lambda kv: _passes(kv[0])):
+            other = split.get(corpus, {}).get(regime)
+            if other is None:
                 continue
-            for corpus, runs in corpora.items():
-                if policy not in runs or baseline not in runs:
+            for contrast in MAIN_CONTRASTS:
+                pairs = [contrast_policies(*contrast, regime, list(r)) for r in (runs, other)]
+                if None in pairs:
                     continue
-                earlier = [p for p in policies[: policies.index(policy)] if p in runs]
-                seeds = sorted(set(runs[policy]) & set(runs[baseline]))
-                twin = _same_as(runs, policy, seeds, earlier)
-                if twin is not None:
-                    cells = [f"= {twin}"] + [""] * (len(INDEPENDENT) - 1)
+                for metric in PRIMARY:
+                    a = [d for _, d in _diffs(runs, pairs[0], metric, seeds=range(5))]
+                    b = [d for _, d in _diffs(other, pairs[1], metric, seeds=range(5))]
+                    if len(a) < 2 or len(b) < 2:
+                        continue
+                    diff, low, high = stats.welch_interval(b, a)
                     lines.append(
-                        f"| {policy} | {corpus} | {len(seeds)} | " + " | ".join(cells)
-                        + " | same schedule (the clip never binds) |"
-                    )  # fmt: skip
-                    continue
-                per_metric = []
-                for metric in INDEPENDENT:
-                    per_metric.append(
-                        [
-                            runs[policy][s]["metrics"][metric]
-                            - runs[baseline][s]["metrics"][metric]
-                            for s in seeds
-                            if metric in runs[policy][s]["metrics"]
-                            and metric in runs[baseline][s]["metrics"]
-                        ]
+                        f"| {corpus} | {regime} | {contrast[0]} − {contrast[1]} | "
+                        f"{PRIMARY[metric]} | {statistics.fmean(a):+.4f} | "
+                        f"{statistics.fmean(b):+.4f} | {diff:+.4f} [{low:+.4f}, {high:+.4f}] |"
                     )
-                cells = [_cell(diffs) for diffs in per_metric]
-                lines.append(
-                    f"| {policy} | {corpus} | {len(seeds)} | " + " | ".join(cells)
-                    + f" | {verdict(per_metric)} |"
-                )  # fmt: skip
-    return "\n".join(lines) + "\n" + _timing(records)
+    return lines if len(lines) > 2 else []
+
+
+def answer_tables(records: Sequence[dict], rows: Sequence[Row] | None = None) -> str:
+    """Markdown: the rows of every family, the decisions, the data-seed comparison, timing."""
+    rows = analyse(records) if rows is None else rows
+    tested = sum(r.q is not None for r in rows)
+    out = [
+        f"Declared analysis (experiments/ANALYSIS.md): paired differences arm − baseline in "
+        f"nats per token (negative = lower held-out loss = better); p: two-sided sign-flip "
+        f"permutation; q: Benjamini-Hochberg over the {tested} tested rows below.\n"
+    ]
+    header = (
+        "| corpus | regime | contrast | metric | pairs | mean | 95% CI | lower in | p | q | "
+        "verdict |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    for family in dict.fromkeys(r.family for r in rows):
+        out += [f"\n### {family}\n", header]
+        out += [_format_row(r) for r in rows if r.family == family]
+    out += ["\n### Decisions\n", _advice_decision(rows)]
+    moves = _clustering_moves(records)
+    if moves:
+        out += ["\n### How much the clustering moves the answer (data seed 1 − data seed 0)\n"]
+        out += moves
+    return "\n".join(out) + "\n" + _timing(records)
 
 
 def _timing(records: Sequence[dict]) -> str:
@@ -177,19 +314,28 @@ def _timing(records: Sequence[dict]) -> str:
     if not walls:
         return ""
     machines = sorted({str(r.get("machine", "?")) for r in records})
+    corpora = sorted(
+        {(r["corpus"], r.get("corpus_documents"), (r.get("corpus_sha256") or "")[:12])
+         for r in records}, key=str,
+    )  # fmt: skip
+    used = "; ".join(f"{c}: {n} documents, sha256 {h or '?'}" for c, n, h in corpora)
     return (
         f"\n{len(walls)} runs; wall time per run: median {statistics.median(walls):.0f} s "
         f"(range {walls[0]:.0f}-{walls[-1]:.0f} s) on {'; '.join(machines)}.\n"
+        f"Corpora: {used}.\n"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m clusterclip.experiments.answer RESULTS_DIR...``: print the tables."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "results", nargs="+", help="grid directories holding <corpus>/results.jsonl"
+    """``python -m clusterclip.experiments.answer ROOT... [--figures DIR] [--json FILE]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m clusterclip.experiments.answer", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--baseline", default="random", help="the policy differences are from")
+    parser.add_argument(
+        "results", nargs="+", help="grid roots holding <grid>/<corpus>/results.jsonl"
+    )
+    parser.add_argument("--figures", help="also draw the figures of the grid into this folder")
+    parser.add_argument("--json", help="also write every row (with p, q, verdict) to this file")
     args = parser.parse_args(argv)
     records = []
     for root in args.results:
@@ -197,7 +343,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             records += read_grid(root)
         except (FileNotFoundError, ValueError) as error:
             parser.error(str(error))
-    print(answer_tables(records, baseline=args.baseline), end="")
+    rows = analyse(records)
+    print(answer_tables(records, rows), end="")
+    if args.json:
+        payload = [
+            {**{k: getattr(r, k) for k in ("family", "corpus", "regime", "contrast", "metric", "q",
+                                           "in_family")},
+             **vars(r.test), "values": list(r.values), "verdict": r.verdict}
+            for r in rows
+        ]  # fmt: skip
+        Path(args.json).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    if args.figures:
+        from clusterclip.experiments import figures
+
+        for path in figures.draw_all(records, rows, Path(args.figures)):
+            print(f"figure: {path}")
     return 0
 
 
