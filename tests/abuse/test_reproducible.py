@@ -81,9 +81,9 @@ def test_auto_gives_the_same_bytes_with_no_cache_a_cache_and_a_cache_that_disagr
     forge_probe_cache(tmp_path / "forged", fresh["summary"], fresh["dim"], other)
     flipped = run(corpus, tmp_path / "w3", tmp_path / "forged", monkeypatch, capsys)
     for result in (again, flipped):
-        assert result["summary"]["backend"] == used
         assert result["labels"] == fresh["labels"]
         assert result["schedule"] == fresh["schedule"]
+        assert result["summary"]["backend"] == used
     choice = flipped["summary"]["backend_choice"]
     assert choice["reason"] == "CPU rule" and choice["requested"] == "auto"
     assert choice["rule"] and choice["cache"] is None
