@@ -194,8 +194,9 @@ def cluster(
     Writes ``centroids.npy`` (float32, unit rows), ``clusters.parquet`` (``index``
     int64, ``cluster`` int32, ``score`` float32, and with ``levels`` ``level_0`` ..
     int32) and the ``cluster`` manifest entry.
-    Same seed + same inputs + same backend on the same machine -> same labels; a
-    rerun with the same settings and inputs returns the stored result.
+    Same seed + same inputs + same backend (``auto`` included: a rule of the CPU
+    and the installed libraries, not a timing) on the same machine type -> the
+    same labels; a rerun with the same settings and inputs returns the stored result.
 
     Examples
     --------
@@ -352,7 +353,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         "small_clusters": small,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
     }
-    if model.backend_ == "faiss" or options.backend in ("auto", "faiss"):
+    if model.backend_ == "faiss" or options.backend in ("auto", "fastest", "faiss"):
         record["blas"] = _blas_record()
     result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
                            levels=levels)  # fmt: skip
