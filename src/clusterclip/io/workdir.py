@@ -237,6 +237,24 @@ class WorkDir:
         """Whether the artifact's file or folder is present."""
         return self.path_of(artifact).exists()
 
+    def damaged(self, artifact: str) -> str | None:
+        """What is wrong with a present artifact, checked cheaply (headers and sizes); or None.
+
+        The runner asks this before calling a stage up to date, so a part cut
+        short after the stage ran is redone instead of failing every later
+        reader. Checks the embedding parts (every ``.npy`` header against its
+        file size); other artifacts are taken as written.
+        """
+        if artifact != "embeddings" or not self.exists(artifact):
+            return None
+        from clusterclip.io.shards import npy_problem
+
+        for part in sorted(self.path_of(artifact).glob("part-*.npy")):
+            problem = npy_problem(part)
+            if problem:
+                return f"{part} {problem}"
+        return None
+
     def manifest(self) -> dict[str, Any]:
         """The whole manifest (``{"stages": {}}`` when there is none yet)."""
         return read_manifest(self.path)
@@ -331,6 +349,13 @@ class WorkDir:
         from clusterclip.io.shards import ShardedMatrix
 
         entry = self.require("embed")
+        problem = self.damaged("embeddings")
+        if problem:
+            raise ClusterClipError(
+                f"{problem}. Redo the embed stage: rerun `clusterclip run INPUT... --workdir "
+                f"{self.path}` (it redoes an embed stage whose parts are damaged) or "
+                f"`clusterclip embed INPUT... --workdir {self.path} --overwrite`."
+            )
         matrix = ShardedMatrix.from_directory(self.path_of("embeddings"))
         expected = sum(entry.get("counts", {}).values())
         if expected and len(matrix) != expected:
