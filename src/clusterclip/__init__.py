@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from clusterclip.errors import ClusterClipError, MissingDependencyError
+from clusterclip.errors import ClusterClipError, ClusterClipWarning, MissingDependencyError
 
 __version__ = "0.1.0"
 
@@ -47,6 +47,7 @@ _SUBPACKAGES = ("adapters", "config", "describe", "io", "options", "report", "sc
 
 __all__ = [
     "ClusterClipError",
+    "ClusterClipWarning",
     "MissingDependencyError",
     "__version__",
     *_LAZY,
