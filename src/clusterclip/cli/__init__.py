@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="ClusterClip Sampling: embed, cluster and schedule training documents "
         "so that rare topics are seen more and no document repeats more than R times.",
         epilog="Example: clusterclip demo    |    clusterclip run corpus.jsonl --workdir w "
-        "--n-clusters 100 --epochs 3",
+        "--n-clusters 100 --epochs 3 --max-repeats 6",
     )
     parser.add_argument("--version", action="version", version=f"clusterclip {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
