@@ -15,7 +15,8 @@ artifacts it writes, and two methods:
 :func:`run_stage` is the only code that decides whether a stage runs. A stage
 is **fresh** (skipped) only when its manifest entry is complete, its whole
 configuration (``options``) and its inputs' fingerprints are unchanged, and its
-artifacts are present. Otherwise it
+artifacts are present and not damaged (:meth:`~clusterclip.io.WorkDir.damaged`:
+headers and sizes, cheap). Otherwise it
 
 - **resumes** an entry that stopped half-way with the same configuration and inputs,
 - **redoes** it (``on_change="redo"``, what ``clusterclip run`` does), or
@@ -147,6 +148,9 @@ def _decide(
     missing = [work.path_of(a).name for a in stage.artifacts if not work.exists(a)]
     if missing:
         return "run", f"outputs missing ({', '.join(missing)})"
+    damaged = [problem for a in stage.artifacts if (problem := work.damaged(a))]
+    if damaged:
+        return "run", f"outputs damaged: {'; '.join(damaged)}"
     return "skip", "up to date"
 
 

@@ -19,13 +19,14 @@ DESCRIPTION = (
 )
 EXAMPLE = """examples:
   clusterclip dedup --workdir work
-  clusterclip dedup --workdir work --dedup-threshold 0.9 --overwrite --top 20
+  clusterclip dedup --workdir work --dedup-threshold 0.9 --overwrite --largest 20
   clusterclip dedup --workdir work --export groups.jsonl
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clusterclip.cli.flags import add_section
+    from clusterclip.cli.flags import add_renamed, add_section
+    from clusterclip.options import parse_count
 
     parser.add_argument(
         "--workdir", type=Path, required=True, help="work directory with a completed cluster stage"
@@ -33,9 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace groups made with other settings"
     )
-    parser.add_argument(
-        "--top", type=int, default=5, help="largest groups shown, with example texts (default: 5)"
-    )
+    add_renamed(
+        parser, "--largest", "--top", type=parse_count, default=5, metavar="N",
+        help="how many of the largest groups to show, with example texts (default: 5; "
+        "formerly --top)",
+    )  # fmt: skip
     parser.add_argument(
         "--export",
         type=Path,
@@ -47,15 +50,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.flags import section_values
+    from clusterclip.cli.flags import section_values, typed_flag
     from clusterclip.dedup.options import DedupOptions
     from clusterclip.dedup.stage import DedupStage, group_rows
     from clusterclip.errors import ClusterClipError
     from clusterclip.io import WorkDir
     from clusterclip.runner import run_stage
 
-    if args.top < 0:
-        raise ClusterClipError(f"--top must be an int in [0, inf); got {args.top}.")
+    if args.largest < 0:
+        flag = typed_flag(args, "largest", "--largest")
+        raise ClusterClipError(
+            f"`{flag}` must be an int in [0, inf); got {args.largest}. Pass 0 to show none."
+        )
     if args.export is not None and args.export.is_dir():
         raise ClusterClipError(f"--export {args.export} is a directory. Pass a file name.")
     work = WorkDir(args.workdir)
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         DedupStage(), work, options, on_change="refuse", force=args.overwrite, log=print
     )
     rows = group_rows(work)
-    print(format_summary(outcome.summary, rows[: args.top], _texts_of(work, rows[: args.top])))
+    shown = rows[: args.largest]
+    print(format_summary(outcome.summary, shown, _texts_of(work, shown)))
     if args.export is not None:
         written = export_groups(rows, args.export)
         print(f"  exported       {len(rows):,} groups to {written}")

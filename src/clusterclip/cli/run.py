@@ -18,7 +18,7 @@ DESCRIPTION = (
     "option is listed in docs/configuration.md."
 )
 EXAMPLE = """examples:
-  clusterclip run corpus/*.jsonl.gz --workdir work --n-clusters 200 --epochs 3
+  clusterclip run corpus/*.jsonl.gz --workdir work --n-clusters 200 --epochs 3 --max-repeats 6
   clusterclip run data.parquet --workdir work --n-clusters 50 --policy clusterclip \\
       --max-repeats 2 --num-samples 1000000 --encoder static --text-field content
   clusterclip run --config run.toml --seed 1          # the file's options, seed 1
@@ -112,7 +112,7 @@ def machine_line(resolved: dict[str, Any]) -> str:
 def print_summary(result: dict[str, Any], seconds: float) -> None:
     """The one-screen summary printed after a run."""
     from clusterclip.cli.report import print_report_summary
-    from clusterclip.schedule.advice import clip_advice, rule_advice
+    from clusterclip.schedule.advice import budget_passes, clip_advice, rule_advice
 
     workdir = result["workdir"]
     actions = ", ".join(f"{name} {info['action']}" for name, info in result["stages"].items())
@@ -146,7 +146,13 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
         clip_advice(
             str(config.get("policy")),
             config.get("max_repeats"),
-            passes=(n_draws or 0) / max(result["n_usable"], 1),
+            passes=budget_passes(
+                result["n_usable"],
+                num_samples=budget["num_samples"],
+                num_tokens=budget["num_tokens"],
+                n_draws=n_draws or 0,
+                n_tokens=stats.get("n_tokens"),
+            ),
         ),
         rule_advice(
             str(config.get("policy")),

@@ -39,6 +39,8 @@ class DedupOptions:
         "collapsing) across clusters; --no-exact skips the corpus pass this needs.",
         kind="bool",
         flag="--no-exact",
+        flag_help="Do not group exact copies across clusters (near copies inside a cluster "
+        "are still grouped), which skips the corpus pass this needs.",
     )
     block_size: int = option(
         1024,

@@ -323,6 +323,7 @@ def _run_embed(
     }
     record = {
         "sources": list(stage.sources),
+        "inputs_root": work.inputs_root(),  # where relative source names are rooted
         "engine": stage.engine,
         "counts": summary["counts"],
         "dim": local.dim,

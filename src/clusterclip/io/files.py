@@ -44,6 +44,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, target)
+    except OSError as error:
+        if os.fspath(error.filename or "") != os.fspath(tmp):
+            raise
+        # the user asked for `target`: name it, not the temporary file they never saw
+        raise type(error)(error.errno, error.strerror, os.fspath(target)) from error
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -237,6 +237,24 @@ class WorkDir:
         """Whether the artifact's file or folder is present."""
         return self.path_of(artifact).exists()
 
+    def damaged(self, artifact: str) -> str | None:
+        """What is wrong with a present artifact, checked cheaply (headers and sizes); or None.
+
+        The runner asks this before calling a stage up to date, so a part cut
+        short after the stage ran is redone instead of failing every later
+        reader. Checks the embedding parts (every ``.npy`` header against its
+        file size); other artifacts are taken as written.
+        """
+        if artifact != "embeddings" or not self.exists(artifact):
+            return None
+        from clusterclip.io.shards import npy_problem
+
+        for part in sorted(self.path_of(artifact).glob("part-*.npy")):
+            problem = npy_problem(part)
+            if problem:
+                return f"{part} {problem}"
+        return None
+
     def manifest(self) -> dict[str, Any]:
         """The whole manifest (``{"stages": {}}`` when there is none yet)."""
         return read_manifest(self.path)
@@ -331,6 +349,13 @@ class WorkDir:
         from clusterclip.io.shards import ShardedMatrix
 
         entry = self.require("embed")
+        problem = self.damaged("embeddings")
+        if problem:
+            raise ClusterClipError(
+                f"{problem}. Redo the embed stage: rerun `clusterclip run INPUT... --workdir "
+                f"{self.path}` (it redoes an embed stage whose parts are damaged) or "
+                f"`clusterclip embed INPUT... --workdir {self.path} --overwrite`."
+            )
         matrix = ShardedMatrix.from_directory(self.path_of("embeddings"))
         expected = sum(entry.get("counts", {}).values())
         if expected and len(matrix) != expected:
@@ -547,22 +572,45 @@ class WorkDir:
         recorded = entry.get("inputs", {})
         found = {}
         for name in names:
-            path = self._locate(str(name))
-            now = None if path is None else fingerprint_input(path)
             was = recorded.get(name)
-            if now is None or (was is not None and was != now):
-                raise self._corpus_error(str(name), was, now)
-            found[str(name)] = path
+            candidates = self._source_candidates(str(name), entry.get("inputs_root"))
+            checked = [(path, fingerprint_input(path)) for path in candidates if path.is_file()]
+            # one candidate when the embed stage recorded where it ran; an older entry's
+            # candidates are told apart by content, never by which one happens to exist
+            matching = [path for path, now in checked if was is None or now == was]
+            if not matching:
+                now = checked[0][1] if checked else None
+                raise self._corpus_error(
+                    str(name), was, now, [path for path, _ in checked] or candidates
+                )
+            found[str(name)] = matching[0]
         return found
 
-    def _locate(self, name: str) -> Path | None:
-        path = Path(name)
-        for candidate in (path, self.path / path, self.path.parent / path):
-            if candidate.is_file():
-                return candidate
-        return None
+    def inputs_root(self) -> str:
+        """The current directory, relative to this work directory (recorded by the embed stage).
 
-    def _corpus_error(self, name: str, was: Any, now: Any) -> ClusterClipError:
+        Relative corpus names are rooted there, so a later command finds the very
+        file that was embedded, whatever its own current directory (and a work
+        directory moved together with its corpus still finds it).
+
+        >>> WorkDir("work").inputs_root()  # doctest: +SKIP
+        '..'
+        """
+        return os.path.relpath(Path.cwd(), self.path.absolute())
+
+    def _source_candidates(self, name: str, root: str | None) -> list[Path]:
+        """Absolute paths where the recorded source ``name`` may be, in order."""
+        path = Path(name)
+        if path.is_absolute():
+            return [path]
+        if root is not None:  # where the embed stage ran: the one place to look
+            return [Path(os.path.normpath(self.path.absolute() / root / path))]
+        bases = (Path.cwd(), self.path.absolute(), self.path.absolute().parent)
+        return list(dict.fromkeys(Path(os.path.normpath(base / path)) for base in bases))
+
+    def _corpus_error(self, name: str, was: Any, now: Any, paths: list[Path]) -> ClusterClipError:
+        """The error for a source not found as embedded; ``paths``: the absolute paths checked."""
+        where = f"{'looked for' if now is None else 'checked'} {' and '.join(map(str, paths))}"
         if now is None:
             what = "is missing"
         elif was and was.get("size") != now.get("size"):
@@ -570,9 +618,10 @@ class WorkDir:
         else:
             what = "changed content (same size)"
         return ClusterClipError(
-            f"corpus file {name} {what} since it was embedded into {self.path}, so its records "
-            "no longer match the work directory. Restore the file as it was, or re-embed it: "
-            f"`clusterclip run INPUT... --workdir {self.path}` redoes every stage that depends on it."
+            f"corpus file {name} {what} since it was embedded into {self.path} ({where}), so its "
+            "records no longer match the work directory. Restore the file as it was, or re-embed "
+            f"it: `clusterclip run INPUT... --workdir {self.path}` redoes every stage that "
+            "depends on it."
         )
 
     def corpus(self) -> Iterator[Any]:

@@ -192,11 +192,15 @@ def validate_labels(labels: Any) -> np.ndarray:
     """Return ``labels`` as a 1-D int64 array or raise the standard error."""
     array = np.asarray(labels)
     if array.ndim != 1 or array.dtype.kind not in "iu":
+        numeric = array.dtype.kind in "bfc"
         raise invalid(
             "labels",
             "a 1-D integer array (one cluster id per document, negative = excluded)",
             f"array of shape {array.shape} and dtype {array.dtype}",
-            "Pass e.g. np.asarray(labels, dtype=np.int64).",
+            "Pass e.g. np.asarray(labels, dtype=np.int64)."
+            if numeric or array.ndim != 1
+            else "Number the clusters first, e.g. np.unique(labels, return_inverse=True)[1] "
+            "gives each distinct name an int id.",
         )
     if array.size == 0:
         raise invalid("labels", "non-empty", "an empty array", "Pass one label per document.")

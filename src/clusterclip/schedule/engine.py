@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, hint, invalid, spell
+from clusterclip.errors import ClusterClipError, ClusterClipWarning, hint, invalid, spell
 from clusterclip.schedule.config import ScheduleConfig
 from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import (
@@ -950,7 +950,8 @@ class ScheduleStream:
         return ClusterClipError(
             f"the budget {self._budget_text()} cannot be met: every cluster is clipped at "
             f"{hint('max_repeats', self.config.max_repeats)} after {self.cluster_end} draws. "
-            f"Raise {hint('max_repeats', self.config.max_repeats)}, lower the budget, or pass "
+            f"Raise {spell('max_repeats')} above {self.config.max_repeats}, lower the budget, "
+            "or pass "
             f"{hint('on_exhausted', 'stop')} or {hint('on_exhausted', 'random')}."
         )
 
@@ -960,8 +961,9 @@ class ScheduleStream:
             f"is clipped at {hint('max_repeats', self.config.max_repeats)} after "
             f"{self.cluster_end} draws; the schedule stops there "
             f"({hint('on_exhausted', 'stop')}). Pass {hint('on_exhausted', 'random')} to "
-            f"continue with random passes, or raise {spell('max_repeats')}.",
-            UserWarning,
+            f"continue with random passes, or raise {spell('max_repeats')} above "
+            f"{self.config.max_repeats}.",
+            ClusterClipWarning,
             stacklevel=_outside_package(),
         )
 
