@@ -156,6 +156,7 @@ def run(
     from clusterclip.dedup.stage import DedupStage
     from clusterclip.embed.job import EmbedStage
     from clusterclip.io import WorkDir
+    from clusterclip.progress import progress_enabled
     from clusterclip.report.stage import ReportStage
     from clusterclip.runner import run_stage
     from clusterclip.schedule.stage import ScheduleStage
@@ -163,9 +164,13 @@ def run(
     config, source = resolve_config(config, inputs, workdir, n_clusters)
     work = WorkDir(config.workdir)
     engine_options = config.ray.engine_options()
+    progress = progress_enabled()  # the k-means iterations and assignment, as for embed
     stages: list[tuple[Any, str]] = [
         (EmbedStage(source, engine=config.engine, engine_options=engine_options), "embed"),
-        (ClusterStage(engine=config.engine, engine_options=engine_options), "cluster"),
+        (
+            ClusterStage(engine=config.engine, engine_options=engine_options, progress=progress),
+            "cluster",
+        ),
     ]
     if config.schedule.duplicates == "group":
         stages.append((DedupStage(), "dedup"))

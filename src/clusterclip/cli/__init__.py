@@ -29,6 +29,8 @@ COMMANDS = {
     "export": "clusterclip.cli.export",
     "experiment": "clusterclip.cli.experiment",
 }
+#: Commands whose long steps show progress on stderr (their --help says how to silence it).
+SHOWS_PROGRESS = ("run", "demo", "embed", "cluster", "dedup", "schedule", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,11 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
             if error.name == module_name:  # sub-command not part of this build
                 continue
             raise
+        epilog = getattr(module, "EXAMPLE", None)
+        if name in SHOWS_PROGRESS:
+            from clusterclip.progress import SILENCE
+
+            epilog = f"{epilog or ''}\n{SILENCE}\n".lstrip("\n")
         sub = subparsers.add_parser(
             name,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
-            epilog=getattr(module, "EXAMPLE", None),
+            epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
