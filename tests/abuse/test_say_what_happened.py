@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,49 @@ def test_help_says_how_to_silence_progress(command, capsys):
     out = capsys.readouterr().out
     assert "CLUSTERCLIP_PROGRESS=0 silences it" in out
     assert "CLUSTERCLIP_PROGRESS=10s sets the interval" in out
+
+
+# --------------------------------------------------------------------------- stops
+
+
+@pytest.mark.slow
+def test_broken_pipe_finishes_the_run_and_says_so(small):
+    """`clusterclip run ... | head -n 2`: the run goes on to the end and says what ran."""
+    process = start("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2", cwd=small)
+    first = [process.stdout.readline() for _ in range(2)]
+    process.stdout.close()  # head -n 2 leaves
+    err = process.stderr.read()
+    process.wait(timeout=600)
+    assert first[0].startswith("embed ") and first[1].startswith("cluster ")
+    assert process.returncode == 141, err
+    assert "clusterclip run: stdout was closed after " in err
+    assert "the run went on: every stage finished (embed ran, cluster ran, dedup ran, " \
+        "schedule ran, report ran)" in err  # fmt: skip
+    assert "Traceback" not in err
+    for name in ("schedule.npy", "schedule.json", "report.html", "report.json"):
+        assert (small / "w" / name).is_file(), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "signal_name, status, said",
+    [("SIGINT", 130, "interrupted (Ctrl-C)"), ("SIGTERM", 143, "terminated (SIGTERM)")],
+)
+def test_a_stopped_run_says_which_stages_did_not_run(small, signal_name, status, said):
+    args = ("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2")
+    process = start(*args, cwd=small, progress="60s")
+    for line in process.stderr:  # stop it once the embed stage is under way
+        if line.startswith("progress: embed: started"):
+            process.send_signal(getattr(signal, signal_name))
+            break
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == status, err
+    assert f"clusterclip run: {said}: " in err
+    assert "Traceback" not in err
+    stopped = err.split(f"{said}: ", 1)[1]
+    assert "stopped part-way" in stopped and "not run: " in stopped
+    assert stopped.split("not run: ", 1)[1].split(".")[0].endswith("report")
+    assert "Rerun the same command to finish" in stopped
+    rerun = clusterclip(*args, cwd=small)  # what the message promises
+    assert rerun.returncode == 0, rerun.stderr
+    assert "clusterclip run: done" in rerun.stdout

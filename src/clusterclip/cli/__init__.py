@@ -75,10 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from clusterclip.cli.flags import flag_map
+    from clusterclip.cli.stops import exit_status, sigterm_raises, stop_name
     from clusterclip.errors import spelled_as_flags
 
     try:
-        with spelled_as_flags(flag_map(args._flags)):
+        with spelled_as_flags(flag_map(args._flags)), sigterm_raises():
             status = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
         return status
@@ -92,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterClipError as error:
         print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"clusterclip {args.command}: interrupted; rerun to resume.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"clusterclip {args.command}: {stop_name(stop)}; rerun to resume.", file=sys.stderr)
+        return exit_status(stop)
     except MemoryError:
         print(
             f"clusterclip {args.command}: error: out of memory. Use a smaller budget, "

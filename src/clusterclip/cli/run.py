@@ -180,11 +180,28 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.pipeline import resolve_config
+    from clusterclip.cli.stops import SIGPIPE_STATUS, GuardedStdout, exit_status, say, stop_name
+    from clusterclip.pipeline import StageLedger, resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
     config, _source = resolve_config(build_config(args))  # every option checked before any work
     began = time.perf_counter()
-    result = run_pipeline(config=config, log=lambda line: print(line, flush=True))
-    print_summary(result, time.perf_counter() - began)
+    ledger = StageLedger()
+    out = GuardedStdout()
+    try:
+        result = run_pipeline(config=config, log=out.line, ledger=ledger)
+        out.call(lambda: print_summary(result, time.perf_counter() - began))
+    except KeyboardInterrupt as stop:
+        say(
+            f"clusterclip run: {stop_name(stop)}: {ledger.describe()}. Rerun the same "
+            "command to finish: finished stages are skipped, an interrupted one resumes."
+        )
+        return exit_status(stop)
+    if out.broken:
+        say(
+            f"clusterclip run: stdout was closed after {out.lines} line(s) (broken pipe, e.g. "
+            f"`| head`); the run went on: {ledger.describe()}. The summary was not shown "
+            f"(`clusterclip report --workdir {config.workdir}` prints the report's)."
+        )
+        return SIGPIPE_STATUS
     return 0
