@@ -183,8 +183,12 @@ def run(
     dict
         ``{"workdir", "stages": {stage: {"action", "reason", "seconds"}},
         "n_documents", "n_usable", "n_clusters", "budget", "schedule": {...stats},
-        "schedule_path", "report_path"}``. The schedule is deterministic: the
-        same corpus, options and seed give a byte-identical ``schedule.npy``.
+        "schedule_path", "report_path", "notices", "duplicates"}``: ``notices``
+        counts what was replaced, skipped or excluded
+        (:func:`clusterclip.report.notices.collect_notices`), ``duplicates`` the
+        near-duplicate groups and the documents they withheld. The schedule is
+        deterministic: the same corpus, options and seed give a byte-identical
+        ``schedule.npy``.
 
     Examples
     --------
@@ -235,6 +239,8 @@ def run(
 
 def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
     """The summary dict of a run, read back through the work directory."""
+    from clusterclip.report.notices import run_findings
+
     labels = work.labels()
     n_usable = int((labels >= 0).sum())
     saved = work.schedule()
@@ -259,6 +265,7 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
     result["warnings"] = (
         list(outcomes["dedup"].summary.get("warnings", [])) if "dedup" in outcomes else []
     )
+    result.update(run_findings(work, report_written="report" in outcomes))  # notices, duplicates
     for name in ("embed", "cluster", "dedup"):
         if name in outcomes and outcomes[name].action != "skipped":
             result[name] = outcomes[name].summary

@@ -112,6 +112,8 @@ def machine_line(resolved: dict[str, Any]) -> str:
 def print_summary(result: dict[str, Any], seconds: float) -> None:
     """The one-screen summary printed after a run."""
     from clusterclip.cli.report import print_report_summary
+    from clusterclip.report.duplicates import duplicates_line
+    from clusterclip.report.notices import warning_lines
     from clusterclip.schedule.advice import clip_advice, rule_advice
 
     workdir = result["workdir"]
@@ -157,8 +159,12 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
     ):
         if advice:
             print(f"advice:      {advice}")
+    if result.get("duplicates"):
+        print(f"duplicates:  {duplicates_line(result['duplicates'])}")
     for text in result.get("warnings", []):
         print(f"warning:     dedup: {text}")
+    for text in warning_lines(result.get("notices") or {}):
+        print(f"warning:     {text}")
     resolved = result.get("resolved")
     if resolved:
         print(machine_line(resolved))
@@ -171,7 +177,7 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
                 "how much of the balance is chance (1 = none)"
             )
     if result.get("report_path"):
-        print_report_summary(Path(result["report_path"]))
+        print_report_summary(Path(result["report_path"]), findings=False)
         print(f"open the report: file://{Path(result['report_path']).resolve()}")
     print(
         "feed a trainer: clusterclip.adapters.torch.ClusterClipSampler, "
