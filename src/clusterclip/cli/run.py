@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,28 +187,49 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.stops import SIGPIPE_STATUS, GuardedStdout, exit_status, say, stop_name
-    from clusterclip.pipeline import StageLedger, resolve_config
+    from clusterclip.pipeline import resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
     config, _source = resolve_config(build_config(args))  # every option checked before any work
+    return run_to_the_end(
+        lambda log, ledger: run_pipeline(config=config, log=log, ledger=ledger),
+        workdir=config.workdir,
+    )
+
+
+def run_to_the_end(
+    start: Callable[[Callable[[str], None], Any], dict[str, Any]],
+    *,
+    workdir: Any,
+    command: str = "run",
+) -> int:
+    """Run the pipeline (``start(log, ledger)``), print the summary, and say how it stopped.
+
+    A reader that leaves stdout (``| head``) does not stop the work: the run goes
+    on, then stderr says what ran (exit 141). Ctrl-C or SIGTERM stops it, and
+    stderr names the stages that ran, the one stopped part-way and those not run
+    (exit 130 / 143).
+    """
+    from clusterclip.cli.stops import SIGPIPE_STATUS, GuardedStdout, exit_status, say, stop_name
+    from clusterclip.pipeline import StageLedger
+
     began = time.perf_counter()
     ledger = StageLedger()
     out = GuardedStdout()
     try:
-        result = run_pipeline(config=config, log=out.line, ledger=ledger)
+        result = start(out.line, ledger)
         out.call(lambda: print_summary(result, time.perf_counter() - began))
     except KeyboardInterrupt as stop:
         say(
-            f"clusterclip run: {stop_name(stop)}: {ledger.describe()}. Rerun the same "
+            f"clusterclip {command}: {stop_name(stop)}: {ledger.describe()}. Rerun the same "
             "command to finish: finished stages are skipped, an interrupted one resumes."
         )
         return exit_status(stop)
     if out.broken:
         say(
-            f"clusterclip run: stdout was closed after {out.lines} line(s) (broken pipe, e.g. "
-            f"`| head`); the run went on: {ledger.describe()}. The summary was not shown "
-            f"(`clusterclip report --workdir {config.workdir}` prints the report's)."
+            f"clusterclip {command}: stdout was closed after {out.lines} line(s) (broken pipe, "
+            f"e.g. `| head`); the run went on: {ledger.describe()}. The summary was not shown "
+            f"(`clusterclip report --workdir {workdir}` prints the report's)."
         )
         return SIGPIPE_STATUS
     return 0
