@@ -33,6 +33,8 @@ COMMANDS = {
     "export": "clusterclip.cli.export",
     "experiment": "clusterclip.cli.experiment",
 }
+#: Commands whose long steps show progress on stderr (their --help says how to silence it).
+SHOWS_PROGRESS = ("run", "demo", "embed", "cluster", "dedup", "schedule", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,11 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
             if error.name == module_name:  # sub-command not part of this build
                 continue
             raise
+        epilog = getattr(module, "EXAMPLE", None)
+        if name in SHOWS_PROGRESS:
+            from clusterclip.progress import SILENCE
+
+            epilog = f"{epilog or ''}\n{SILENCE}\n".lstrip("\n")
         sub = subparsers.add_parser(
             name,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
-            epilog=getattr(module, "EXAMPLE", None),
+            epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
@@ -107,10 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from clusterclip.cli.flags import flag_map
+    from clusterclip.cli.stops import exit_status, sigterm_raises, stop_name
     from clusterclip.errors import spelled_as_flags
 
     try:
-        with spelled_as_flags(flag_map(args._flags)), _one_line_warnings(args.command):
+        with spelled_as_flags(flag_map(args._flags)), _one_line_warnings(args.command), sigterm_raises():
             status = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
         return status
@@ -124,9 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterClipError as error:
         print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"clusterclip {args.command}: interrupted; rerun to resume.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"clusterclip {args.command}: {stop_name(stop)}; rerun to resume.", file=sys.stderr)
+        return exit_status(stop)
     except MemoryError:
         print(
             f"clusterclip {args.command}: error: out of memory. Use a smaller budget, "

@@ -55,6 +55,7 @@ from clusterclip.io.readers import (
     describe_statuses,
     expand_inputs,
     fingerprint_input,
+    hidden_files_skipped,
     is_hf_dataset,
     iter_records,
 )
@@ -250,6 +251,7 @@ class EmbedStage:
         self.engine = engine
         self.ray_options = resolve_options(engine, engine_options)  # checked before any work
         self.sources, self._fingerprints = _input_config(inputs)
+        self.hidden_skipped = [str(path) for path in hidden_files_skipped(inputs)]
 
     def inputs(self, work: WorkDir, options: EmbedOptions) -> dict[str, Any]:
         """One content fingerprint per corpus file (or the dataset's fingerprint)."""
@@ -313,6 +315,8 @@ def _run_embed(
             "rejects": work.path_of("rejects").stat().st_size,
         },
         "replaced_utf8_lines": stream.replaced_utf8_lines,
+        "replaced_utf8_first": stream.first_replaced_utf8,
+        "hidden_files_skipped": stage.hidden_skipped,
         "blank_lines": stream.blank_lines,
         "text_fields": dict(stream.text_fields),
         "encoder": local.describe(),
