@@ -38,7 +38,7 @@ def check_export_folder(out: str | os.PathLike[str]) -> Path:
     PosixPath('new-export-folder')
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
+    if _exists(out) and not out.is_dir():
         raise ClusterClipError(f"--out {out} is a file; pass a folder (created if missing).")
     if out.is_dir() and any(out.iterdir()):
         raise ClusterClipError(
@@ -94,28 +94,46 @@ def new_files(*paths: str | os.PathLike[str]) -> Iterator[None]:
     Each path is refused when it exists (an export never overwrites a file). On
     an exception the paths the block wrote are removed, and so are the parent
     folders created for them. Write each one atomically
-    (:func:`clusterclip.io.atomic_path`), which names the path in its errors.
+    (:func:`clusterclip.io.atomic_path`), which names the path in its errors; a
+    file-system error about one of them is said as a :class:`ClusterClipError`.
 
     >>> with new_files("index/m.npy", "index/m.json"):  # doctest: +SKIP
     ...     ...
     """
     targets = [Path(path) for path in paths]
     for target in targets:
-        if target.exists():
+        if _exists(target):
             raise ClusterClipError(
                 f"{target} already exists. Remove it or pass another --out (an export never "
                 "overwrites a file)."
             )
     created = _missing_parents(targets[0])
     try:
-        yield
+        try:
+            yield
+        except OSError as error:
+            named = None if error.filename is None else Path(os.fsdecode(error.filename))
+            if named is None or named in targets:
+                raise _cannot_write(named or targets[0], error) from error
+            raise
     except BaseException:
         for target in targets:
-            target.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                target.unlink(missing_ok=True)
         for folder in created:
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, refusing a path the file system cannot even look up (too long, ...)."""
+    try:
+        return path.exists()
+    except OSError as error:
+        raise ClusterClipError(
+            f"--out {path} cannot be used: {error.strerror or error}. Pass another --out."
+        ) from error
 
 
 def _missing_parents(out: Path) -> list[Path]:
