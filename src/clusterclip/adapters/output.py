@@ -71,9 +71,7 @@ def export_folder(out: str | os.PathLike[str]) -> Iterator[Path]:
             raise _cannot_write(out, error) from None
         try:
             yield staging
-            if out.exists():
-                out.rmdir()  # empty (checked); fails, and keeps it, if something appeared since
-            os.replace(staging, out)
+            _move(staging, out)
         except OSError as error:
             if _about_output(error, staging, out):
                 raise _cannot_write(out, error) from error
@@ -134,6 +132,21 @@ def _exists(path: Path) -> bool:
         raise ClusterClipError(
             f"--out {path} cannot be used: {error.strerror or error}. Pass another --out."
         ) from error
+
+
+def _move(staging: Path, out: Path) -> None:
+    """Rename ``staging`` to ``out``, replacing ``out`` only if it is an empty folder.
+
+    POSIX rename replaces an empty folder and fails, keeping it, on one that has
+    gained files since it was checked; elsewhere the empty folder is removed first.
+    """
+    try:
+        os.replace(staging, out)
+    except OSError:
+        if not (out.is_dir() and not any(out.iterdir())):
+            raise
+        out.rmdir()
+        os.replace(staging, out)
 
 
 def _missing_parents(out: Path) -> list[Path]:
