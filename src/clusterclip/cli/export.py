@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from clusterclip.errors import ClusterClipError
@@ -187,8 +186,10 @@ def run(args: argparse.Namespace) -> int:
     if topology and args.format != "litdata":
         flags = ", ".join(typed_flag(args, name, TOPOLOGY[name][0]) for name in given)
         raise ClusterClipError(f"{flags} apply only to --format litdata. Drop them.")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ClusterClipError(f"--out {args.out} is a file; pass a folder (created if missing).")
+    if not (args.format == "sample-index" and args.out.endswith(".npy")):
+        from clusterclip.adapters.output import check_export_folder
+
+        check_export_folder(args.out)  # a file or a folder with files: refused before any work
     tokens = _token_options(args)
     summary = FORMATS[args.format](args.workdir, args.out, args.shard_size, tokens, **topology)
     if isinstance(summary, dict):

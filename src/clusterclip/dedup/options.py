@@ -49,6 +49,13 @@ class DedupOptions:
         minimum=1,
         flag="--dedup-block-size",
     )
+    grouping: str = option(
+        "cliques",
+        "How near copies form groups: cliques, in which every two distinct texts have cosine "
+        ">= threshold (never a chain of pairs); recorded, so groups made otherwise are redone.",
+        choices=("cliques",),
+        cli=False,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -97,6 +97,9 @@ STAGE_COMMANDS = {
 }
 
 _RECORDS_BIN, _OFFSETS, _RECORDS_META = "records.bin", "offsets.npy", "records.json"
+#: Layout of the record store; a store of another format is rebuilt (2: usable records
+#: mended into clean JSON lines, see clusterclip.io.jsonlines).
+_RECORDS_FORMAT = 2
 
 
 # --------------------------------------------------------------------------- manifest
@@ -667,7 +670,11 @@ class WorkDir:
         -------
         (records, offsets) : (uint8 memmap, int64 ``(N, 2)``)
             Document ``i`` is ``records[offsets[i, 0]:offsets[i, 1]]``: the exact
-            input line for jsonl sources, the row as JSON for parquet.
+            input line for jsonl sources, the row as JSON for parquet; a usable
+            record that strict JSON readers would refuse (a byte order mark,
+            invalid UTF-8, a carriage return, ``NaN``) is mended
+            (:func:`clusterclip.io.jsonlines.clean_line`), and
+            :meth:`mended_records` says which.
         """
         from clusterclip.io.corpus_store import build_store
 
@@ -677,16 +684,35 @@ class WorkDir:
         meta_path = store / _RECORDS_META
         if meta_path.exists() and (store / _OFFSETS).exists():
             meta = json.loads(meta_path.read_text("utf-8"))
-            if meta.get("documents") == documents:
+            if meta.get("documents") == documents and meta.get("format") == _RECORDS_FORMAT:
                 return _open_store(store)
-        table = self.documents(["source", "line"])
+        table = self.documents(["source", "line", "status"])
         store.mkdir(parents=True, exist_ok=True)
         with atomic_path(store / _RECORDS_BIN) as tmp:
-            offsets = build_store(table, files, tmp)
+            offsets, mended = build_store(table, files, tmp)
         with atomic_path(store / _OFFSETS) as tmp, open(tmp, "wb") as handle:
             np.save(handle, offsets)
-        atomic_write_json(meta_path, {"documents": documents, "n_documents": len(offsets)})
+        atomic_write_json(
+            meta_path,
+            {
+                "documents": documents,
+                "n_documents": len(offsets),
+                "format": _RECORDS_FORMAT,
+                "mended": mended,
+            },
+        )
         return _open_store(store)
+
+    def mended_records(self) -> dict[str, dict[str, Any]]:
+        """What the record store mended: ``{reason: {"count", "first"}}`` (empty: nothing).
+
+        Reasons are the keys of :data:`clusterclip.io.jsonlines.MENDED`;
+        ``first`` is the first such record as ``source:line``. Builds the store
+        if needed.
+        """
+        self.record_store()
+        meta = json.loads((self.path_of("records") / _RECORDS_META).read_text("utf-8"))
+        return dict(meta.get("mended", {}))
 
 
 def _open_store(store: Path) -> tuple[np.ndarray, np.ndarray]:
