@@ -173,11 +173,12 @@ def run(
     if config.report.enabled:
         stages.append((ReportStage(), "report"))
     outcomes = {}
-    for stage, section in stages:
-        outcomes[stage.name] = run_stage(
-            stage, work, config.stage_options(section), on_change="redo", log=log
-        )
-    return _result(work, outcomes)
+    with work.lock(log=log):  # one run at a time: its summary is its own stages'
+        for stage, section in stages:
+            outcomes[stage.name] = run_stage(
+                stage, work, config.stage_options(section), on_change="redo", log=log
+            )
+        return _result(work, outcomes)
 
 
 def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ artifacts it writes, and two methods:
   schedule too large for the memory), so a refused command leaves the work
   directory as it was.
 
-:func:`run_stage` is the only code that decides whether a stage runs. A stage
+:func:`run_stage` is the only code that decides whether a stage runs, and it
+holds the work directory's lock (:meth:`~clusterclip.io.WorkDir.lock`) from the
+decision to the record. A stage
 is **fresh** (skipped) only when its manifest entry is complete, its whole
 configuration (``options``) and its inputs' fingerprints are unchanged, and its
 artifacts are present. Otherwise it
@@ -184,6 +186,19 @@ def run_stage(
     ClusterClipError
         ``on_change="refuse"`` and something changed (every change is named).
     """
+    with work.lock(log=log):  # one writer per work directory, from decision to record
+        return _run_locked(stage, work, options, on_change=on_change, force=force, log=log)
+
+
+def _run_locked(
+    stage: Stage,
+    work: WorkDir,
+    options: Any,
+    *,
+    on_change: str,
+    force: bool,
+    log: Callable[[str], None] | None,
+) -> StageRun:
     config = _plain(options)
     inputs = _plain(stage.inputs(work, options))
     action, reason = (
@@ -205,8 +220,6 @@ def run_stage(
         _say(log, outcome)
         return outcome
     resume = action == "resume"
-    if work.path.exists() and not work.path.is_dir():
-        raise ClusterClipError(f"work directory {work.path} is a file. Pass a directory path.")
     check = getattr(stage, "check", None)
     if check is not None:
         check(work, options)

@@ -112,9 +112,11 @@ def write_sample(source: Path, target: Path, n: int) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     import dataclasses
+    import functools
 
     from clusterclip.cli.run import overrides_from_args, print_summary
     from clusterclip.config import RunConfig, apply_overrides
+    from clusterclip.io import WorkDir
     from clusterclip.pipeline import resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
@@ -135,19 +137,15 @@ def run(args: argparse.Namespace) -> int:
         if args.sample is not None:
             source = workdir / f"kjv-sample-{args.sample}.jsonl"
         config, _ = resolve_config(config, [str(source)], workdir)  # checked before any work
-        if args.sample is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
-            source = write_sample(Path(bundled), source, args.sample)
-        print(
-            f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
-            f"{config.cluster.n_clusters} clusters, work directory {workdir}",
-            flush=True,
-        )
-        result = run_pipeline(
-            [str(source)],
-            workdir=workdir,
-            config=config,
-            log=lambda line: print(line, flush=True),
-        )
+        log = functools.partial(print, flush=True)
+        with WorkDir(workdir).lock(log=log):  # claimed before the sample is written into it
+            if args.sample is not None:
+                source = write_sample(Path(bundled), source, args.sample)
+            print(
+                f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
+                f"{config.cluster.n_clusters} clusters, work directory {workdir}",
+                flush=True,
+            )
+            result = run_pipeline([str(source)], workdir=workdir, config=config, log=log)
     print_summary(result, time.perf_counter() - began)
     return 0

@@ -23,9 +23,9 @@ Memory holds one shard of texts (plus whatever the executor keeps in flight).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,10 +132,21 @@ def _input_config(inputs: Any) -> tuple[list[str], dict[str, Any]]:
 
 
 def _clear(work: WorkDir) -> None:
-    for artifact in ("embed_state", "embeddings"):
-        shutil.rmtree(work.path_of(artifact), ignore_errors=True)
+    """Delete this stage's files, and only them (a folder is removed once it is empty)."""
+    _remove_own(work.path_of("embed_state"), "index-*.parquet")
+    _remove_own(work.path_of("embeddings"), "part-*.npy")
     for artifact in ("documents", "rejects", "tfidf"):
         work.path_of(artifact).unlink(missing_ok=True)
+
+
+def _remove_own(folder: Path, pattern: str) -> None:
+    """Delete ``folder``'s files named ``pattern`` and their temp files, then ``folder`` if empty."""
+    if not folder.is_dir():
+        return
+    for path in [*folder.glob(pattern), *folder.glob(f".{pattern}.*.tmp")]:
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: it holds someone else's files
+        folder.rmdir()
 
 
 # --------------------------------------------------------------------------- the job
@@ -278,9 +289,9 @@ def _run_embed(
     plan = _Plan(work, options.shard_size)
     if not resume:
         _clear(work)
-    for directory in (plan.state, plan.parts):  # temp files of a killed run
-        for stale in directory.glob(".*.tmp") if directory.is_dir() else ():
-            stale.unlink(missing_ok=True)
+    for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
+        for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
+            stale.unlink(missing_ok=True)  # temp files of a killed run
     local = _prepare_encoder(work, options, spec, stage)
     stream = iter_records(
         stage.source, text_field=options.text_field, id_field=options.id_field,
@@ -333,7 +344,7 @@ def _run_embed(
             "scikit-learn", "tokenizers",
         ),
     }  # fmt: skip
-    shutil.rmtree(plan.state, ignore_errors=True)
+    _remove_own(plan.state, "index-*.parquet")
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise _no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))

@@ -8,9 +8,11 @@ Every stage writes into one work directory and records an entry in ``manifest.js
                 "cluster": {...}, "schedule": {...}, "report": {...}}}
 
 A stage records the fingerprints of what it consumed (``inputs``) and of what it
-produced (``outputs``). :class:`WorkDir` is the only code that knows the files'
-names; every reader goes through its accessors, which check index order and
-freshness once, in one place:
+produced (``outputs``). The directory is clusterclip's alone
+(:meth:`WorkDir.claim`: the marker ``.clusterclip-workdir``) and has one writer
+at a time (:meth:`WorkDir.lock`). :class:`WorkDir` is the only code that knows
+the files' names; every reader goes through its accessors, which check index
+order and freshness once, in one place:
 
 ==================  ===============================  ==========================================
 accessor            file                             checked
@@ -43,15 +45,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.errors import ClusterClipError, require_extra, spell
 from clusterclip.io.files import atomic_path, atomic_write_json, fingerprint_file
+from clusterclip.io.ownership import hold_lock, written_by_clusterclip
 
 __all__ = [
     "ARTIFACTS",
@@ -84,6 +88,8 @@ ARTIFACTS: dict[str, str] = {
     "records": "records",
     "experiment": "lm",
     "experiment_corpus": "corpus.jsonl",
+    "marker": ".clusterclip-workdir",
+    "lock": ".clusterclip-lock",
 }
 MANIFEST_NAME = ARTIFACTS["manifest"]
 
@@ -103,7 +109,10 @@ _RECORDS_BIN, _OFFSETS, _RECORDS_META = "records.bin", "offsets.npy", "records.j
 
 
 def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of ``workdir`` (an empty one if the directory has none yet)."""
+    """The manifest of ``workdir`` (an empty one if the directory has none yet).
+
+    A ``manifest.json`` that clusterclip did not write is refused, never merged into.
+    """
     path = Path(workdir) / MANIFEST_NAME
     if not path.exists():
         return {"stages": {}}
@@ -113,7 +122,12 @@ def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
         raise ClusterClipError(
             f"{path}: manifest is not valid JSON ({error}). Delete it and rerun the stages."
         ) from error
-    manifest.setdefault("stages", {})
+    if not written_by_clusterclip(manifest):
+        raise ClusterClipError(
+            f"{path} was not written by clusterclip (no `clusterclip_version` and `stages`), so "
+            f"{path.parent} is not a clusterclip work directory. Pass an empty or new "
+            f"{spell('workdir')}."
+        )
     return manifest
 
 
@@ -128,7 +142,8 @@ def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | 
 def write_stage(workdir: str | os.PathLike[str], stage: str, entry: Mapping[str, Any]) -> None:
     """Record (replace) one stage's entry in the manifest, atomically.
 
-    Stages run one at a time per work directory, so read-modify-write is safe.
+    Stages run one at a time per work directory (:meth:`WorkDir.lock`), so
+    read-modify-write is safe.
     """
     from clusterclip import __version__
 
@@ -252,6 +267,33 @@ class WorkDir:
     def record(self, stage: str, entry: Mapping[str, Any]) -> None:
         """Write the manifest entry of ``stage`` (atomically)."""
         write_stage(self.path, stage, entry)
+
+    def claim(self) -> bool:
+        """Make the directory a clusterclip work directory, or refuse; True if marked now.
+
+        A new or empty directory gets the marker file ``.clusterclip-workdir``;
+        one made by an earlier clusterclip (its ``manifest.json``) is adopted;
+        any other directory that holds something is refused, naming what it
+        holds, and so is a ``manifest.json`` clusterclip did not write.
+        """
+        from clusterclip.io.ownership import claim
+
+        return claim(self.path, marker=self.path_of("marker"), manifest=self.path_of("manifest"))
+
+    def lock(self, *, log: Callable[[str], None] | None = None) -> AbstractContextManager[None]:
+        """Claim the directory (:meth:`claim`) and hold its one-writer lock inside a ``with``.
+
+        A second writer is refused with the holder's pid, host, command and
+        start time; a lock whose process is gone (same host) is taken over and
+        ``log`` says so. Re-entrant in one process. Readers need no lock.
+
+        >>> with WorkDir("work").lock():  # doctest: +SKIP
+        ...     run_stage(stage, work, options)
+        """
+        return hold_lock(
+            self.path, lock=self.path_of("lock"), marker=self.path_of("marker"),
+            manifest=self.path_of("manifest"), log=log,
+        )  # fmt: skip
 
     def output(self, key: str) -> str | None:
         """Current fingerprint of an output, ``"stage.output"`` (None if not recorded)."""
