@@ -10,14 +10,18 @@ artifacts it writes, and two methods:
 - optionally ``check(work, options)``: refuse, before anything is written or
   recorded, settings that only the inputs show to be impossible (e.g. a
   schedule too large for the memory), so a refused command leaves the work
-  directory as it was.
+  directory as it was;
+- optionally ``relocate(work, entry)``: on a skip, ``(entry, note)`` when the
+  same inputs are found at new paths (recorded; never part of freshness), else None;
+- optionally ``input_labels``: ``{input key: name}`` for the reasons (the embed
+  stage keys its files by position and names them by the path given now).
 
 :func:`run_stage` is the only code that decides whether a stage runs, and it
 holds the work directory's lock (:meth:`~clusterclip.io.WorkDir.lock`) from the
 decision to the record. A stage
 is **fresh** (skipped) only when its manifest entry is complete, its whole
-configuration (``options``) and its inputs' fingerprints are unchanged, and its
-artifacts are present. Otherwise it
+configuration (``options``) and its inputs' fingerprints (of content, never of
+paths) are unchanged, and its artifacts are present. Otherwise it
 
 - **resumes** an entry that stopped half-way with the same configuration and inputs,
 - **redoes** it (``on_change="redo"``, what ``clusterclip run`` does), or
@@ -113,22 +117,28 @@ def describe_changes(
     new_config: Mapping[str, Any],
     old_inputs: Mapping[str, Any],
     new_inputs: Mapping[str, Any],
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """One line per option that changed (``name: old -> new``) and per changed input."""
+    """One line per option that changed (``name: old -> new``) and per changed input.
+
+    ``labels`` names an input key for people (the embed stage's ``corpus file 1``
+    is the file given now).
+    """
     lines = [
         f"{key}: {old_config.get(key)!r} -> {new_config.get(key)!r}"
         for key in sorted(set(old_config) | set(new_config))
         if old_config.get(key) != new_config.get(key)
     ]
+    labels = labels or {}
     for key in sorted(set(old_inputs) | set(new_inputs)):
         if old_inputs.get(key) == new_inputs.get(key):
             continue
         if key not in new_inputs:
             lines.append(f"input {key} no longer given")
         elif key not in old_inputs:
-            lines.append(f"input {key} added")
+            lines.append(f"input {labels.get(key, key)} added")
         else:
-            lines.append(f"input {key} changed")
+            lines.append(f"input {labels.get(key, key)} changed")
     return lines
 
 
@@ -139,7 +149,9 @@ def _decide(
     entry = work.manifest()["stages"].get(stage.name)
     if entry is None:
         return "run", "first run"
-    changes = describe_changes(entry.get("config", {}), config, entry.get("inputs", {}), inputs)
+    old_config = entry.get("config", {})
+    labels = getattr(stage, "input_labels", None)
+    changes = describe_changes(old_config, config, entry.get("inputs", {}), inputs, labels)
     if not entry.get("complete"):
         if changes:
             return "changed", "; ".join(changes)
@@ -215,6 +227,12 @@ def _run_locked(
         action = "run"
     if action == "skip":
         entry = work.manifest()["stages"][stage.name]
+        relocate = getattr(stage, "relocate", None)
+        moved = relocate(work, entry) if relocate is not None else None
+        if moved is not None:  # the same inputs found elsewhere: record where they are now
+            entry, note = moved
+            work.record(stage.name, entry)
+            reason = f"{reason}; {note}" if note else reason
         outcome = StageRun(stage.name, "skipped", reason, summary=entry.get("summary", {}))
         outcome.result = stage.load(work, entry)
         _say(log, outcome)

@@ -174,6 +174,24 @@ def test_a_new_directory_gets_the_marker(root):
     assert marker["clusterclip_workdir"] == 1
 
 
+def test_a_work_directory_of_an_earlier_version_is_adopted_and_stays_fresh(root, capsys):
+    """Made before the marker (and with inputs keyed by path): adopted, nothing redone."""
+    work = root / "work"
+    (work / MARKER).unlink()
+    manifest = json.loads((work / "manifest.json").read_text())
+    embed = manifest["stages"]["embed"]
+    embed["inputs"] = {embed["sources"][0]: embed["inputs"]["corpus file 1"]}  # the old keys
+    embed.pop("located")
+    (work / "manifest.json").write_text(json.dumps(manifest))
+    parts = snapshot(work / "embeddings")
+    code, out, err = call(capsys, *run_args(root))
+    assert code == 0, err
+    for stage in ("embed", "cluster", "dedup", "schedule"):
+        assert f"{stage:<9} skipped (up to date" in out, out
+    assert (work / MARKER).exists()
+    assert snapshot(work / "embeddings") == parts
+
+
 # ------------------------------------------------------------------ only our own files
 
 

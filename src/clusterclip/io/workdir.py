@@ -63,6 +63,7 @@ __all__ = [
     "ScheduleFile",
     "WorkDir",
     "check_upstream",
+    "corpus_key",
     "read_manifest",
     "read_stage",
     "require_stage",
@@ -90,6 +91,7 @@ ARTIFACTS: dict[str, str] = {
     "experiment_corpus": "corpus.jsonl",
     "marker": ".clusterclip-workdir",
     "lock": ".clusterclip-lock",
+    "input_fingerprints": ".input-fingerprints.json",
 }
 MANIFEST_NAME = ARTIFACTS["manifest"]
 
@@ -128,7 +130,33 @@ def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
             f"{path.parent} is not a clusterclip work directory. Pass an empty or new "
             f"{spell('workdir')}."
         )
+    _upgrade_embed_inputs(manifest["stages"].get("embed"))
     return manifest
+
+
+def corpus_key(position: int) -> str:
+    """The embed stage's input key of the corpus file at ``position`` (0-based).
+
+    Inputs are keyed by position, not path, so that the same bytes under
+    another name or folder are the same input.
+
+    >>> corpus_key(0)
+    'corpus file 1'
+    """
+    return f"corpus file {position + 1}"
+
+
+def _upgrade_embed_inputs(entry: dict[str, Any] | None) -> None:
+    """Key an embed entry of an earlier version (inputs by path) by position, in place."""
+    if not isinstance(entry, dict):
+        return
+    names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
+    inputs = entry.get("inputs")
+    if not names or not isinstance(inputs, dict) or set(inputs) != set(map(str, names)):
+        return
+    if any(str(name).startswith("<") for name in names):
+        return  # an in-memory dataset: keyed by its fingerprint already
+    entry["inputs"] = {corpus_key(i): inputs[str(name)] for i, name in enumerate(names)}
 
 
 def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | None:
@@ -294,6 +322,17 @@ class WorkDir:
             self.path, lock=self.path_of("lock"), marker=self.path_of("marker"),
             manifest=self.path_of("manifest"), log=log,
         )  # fmt: skip
+
+    def input_fingerprints(
+        self, paths: list[Path] | list[str], *, write: bool = False
+    ) -> list[dict[str, Any]]:
+        """Content fingerprint of each corpus file, cached by (path, size, mtime) in the directory.
+
+        ``write=True`` (a writer holding :meth:`lock`) stores new fingerprints.
+        """
+        from clusterclip.io.input_cache import cached_fingerprints
+
+        return cached_fingerprints(paths, cache=self.path_of("input_fingerprints"), write=write)
 
     def output(self, key: str) -> str | None:
         """Current fingerprint of an output, ``"stage.output"`` (None if not recorded)."""
@@ -576,8 +615,6 @@ class WorkDir:
 
     def _checked_corpus(self) -> dict[str, Path]:
         """Recorded source name -> the file found for it, after the fingerprint check."""
-        from clusterclip.io.readers import fingerprint_input
-
         entry = self.require("embed")
         names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
         if not names or any(str(name).startswith("<") for name in names):
@@ -587,22 +624,39 @@ class WorkDir:
                 "instead, or save the dataset to jsonl or parquet and embed that."
             )
         recorded = entry.get("inputs", {})
+        located = entry.get("located") or []
         found = {}
-        for name in names:
-            path = self._locate(str(name))
-            now = None if path is None else fingerprint_input(path)
-            was = recorded.get(name)
-            if now is None or (was is not None and was != now):
+        for position, name in enumerate(names):
+            was = recorded.get(corpus_key(position))
+            where = located[position] if position < len(located) else {}
+            path, now = self._locate(str(name), where, was)
+            if path is None:
                 raise self._corpus_error(str(name), was, now)
             found[str(name)] = path
         return found
 
-    def _locate(self, name: str) -> Path | None:
+    def _locate(
+        self, name: str, where: Mapping[str, str], was: Any
+    ) -> tuple[Path | None, dict[str, Any] | None]:
+        """The file of source ``name`` if its content is ``was``, and the content found.
+
+        Looked for as named when embedded (from here, the work directory and its
+        parent), then where the last rerun found it (``located``: as given then,
+        and from the work directory, which holds when both were copied
+        together). The first file found decides: a changed file is refused,
+        never passed over for another copy.
+        """
         path = Path(name)
-        for candidate in (path, self.path / path, self.path.parent / path):
+        candidates = [path, self.path / path, self.path.parent / path]
+        if where.get("path"):
+            candidates.append(Path(where["path"]))
+        if where.get("from_workdir"):
+            candidates.append(self.path / where["from_workdir"])
+        for candidate in candidates:
             if candidate.is_file():
-                return candidate
-        return None
+                now = self.input_fingerprints([candidate])[0]
+                return (candidate if was is None or now == was else None), now
+        return None, None
 
     def _corpus_error(self, name: str, was: Any, now: Any) -> ClusterClipError:
         if now is None:
@@ -614,7 +668,9 @@ class WorkDir:
         return ClusterClipError(
             f"corpus file {name} {what} since it was embedded into {self.path}, so its records "
             "no longer match the work directory. Restore the file as it was, or re-embed it: "
-            f"`clusterclip run INPUT... --workdir {self.path}` redoes every stage that depends on it."
+            f"`clusterclip run INPUT... --workdir {self.path}` redoes every stage that depends on "
+            "it (a corpus that only moved, with the same bytes, is found there and not "
+            "re-embedded)."
         )
 
     def corpus(self) -> Iterator[Any]:
