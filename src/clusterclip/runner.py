@@ -11,6 +11,9 @@ artifacts it writes, and two methods:
   recorded, settings that only the inputs show to be impossible (e.g. a
   schedule too large for the memory), so a refused command leaves the work
   directory as it was;
+- optionally ``resolved(config, entry)``: the configuration with each ``auto``
+  replaced by what it resolves to (see :func:`_settled`), so that spelling out
+  what ``auto`` already chose (``--portable``) does not redo the stage;
 - optionally ``relocate(work, entry)``: on a skip, ``(entry, note)`` when the
   same inputs are found at new paths (recorded; never part of freshness), else None;
 - optionally ``input_labels``: ``{input key: name}`` for the reasons (the embed
@@ -20,8 +23,9 @@ artifacts it writes, and two methods:
 holds the work directory's lock (:meth:`~clusterclip.io.WorkDir.lock`) from the
 decision to the record. A stage
 is **fresh** (skipped) only when its manifest entry is complete, its whole
-configuration (``options``) and its inputs' fingerprints (of content, never of
-paths) are unchanged, and its artifacts are present. Otherwise it
+configuration (``options``, compared after resolving ``auto``) and its inputs'
+fingerprints (of content, never of paths) are unchanged, and its artifacts are
+present. Otherwise it
 
 - **resumes** an entry that stopped half-way with the same configuration and inputs,
 - **redoes** it (``on_change="redo"``, what ``clusterclip run`` does), or
@@ -156,12 +160,35 @@ def _decide(
         if changes:
             return "changed", "; ".join(changes)
         return "resume", "previous run stopped before the end: resuming"
+    settled = _settled(stage, old_config, config, entry)
+    if settled:
+        changes = [line for line in changes if line not in settled]
     if changes:
         return "changed", "; ".join(changes)
     missing = [work.path_of(a).name for a in stage.artifacts if not work.exists(a)]
     if missing:
         return "run", f"outputs missing ({', '.join(missing)})"
+    if settled:
+        return "skip", f"up to date: {'; '.join(settled)} resolves to the same settings"
     return "skip", "up to date"
+
+
+def _settled(
+    stage: Stage, old: dict[str, Any], new: dict[str, Any], entry: Mapping[str, Any]
+) -> list[str]:
+    """The option changes that do not change what the stage computes once ``auto`` is resolved.
+
+    A stage may define ``resolved(config, entry)``: its configuration with each
+    ``auto`` replaced by what it became (``entry`` given: read from the
+    finished stage's record) or becomes on this machine (``entry`` None; left
+    ``auto`` when only the work can tell), and options it does not use dropped.
+    """
+    resolved = getattr(stage, "resolved", None)
+    if resolved is None or old == new:
+        return []
+    if describe_changes(resolved(old, entry), resolved(new, None), {}, {}):
+        return []
+    return describe_changes(old, new, {}, {})
 
 
 def run_stage(

@@ -2,7 +2,8 @@
 
 Found by a tester (issue 29): moving the corpus to another folder, or copying a
 work directory, re-embedded everything (258 s for identical bytes; hours on a
-real corpus).
+real corpus), and ``--portable`` re-embedded for 85 s although the resolved
+precision was float32 both times.
 
 Every case runs the real ``clusterclip`` command in-process
 (:func:`clusterclip.cli.main`) on the first 300 verses of the bundled King James
@@ -144,6 +145,22 @@ def test_a_copied_work_directory_runs_schedule_and_report_without_re_embedding(
         assert "Work directory: the folder holding this page" in (work / "report.html").read_text()
     finally:
         os.rename(tmp_path / "gone", finished)
+
+
+def test_portable_with_the_same_resolved_settings_re_embeds_nothing(root, capsys):
+    work = root / "work"
+    corpus = root / "corpus" / "verses.jsonl"
+    before = embed_files(work)
+    out = call(capsys, "run", corpus, "--workdir", work, *FAST, "--portable")
+    all_skipped(out)
+    assert (
+        "embed     skipped (up to date: precision: 'auto' -> 'float32' resolves to the same "
+        "settings" in out
+    )
+    assert embed_files(work) == before
+    # A setting that does change the embeddings still redoes them.
+    out = call(capsys, "run", corpus, "--workdir", work, *FAST, "--portable", "--shard-size", "100")
+    assert "embed     ran" in out and "shard_size: 20000 -> 100" in out
 
 
 def test_a_rerun_reads_the_fingerprint_cache_not_the_corpus(root, capsys):

@@ -40,6 +40,7 @@ from clusterclip.embed.encoders import (
     ensure_static_model,
     fit_tfidf,
     get_encoder,
+    resolve_compute,
     sample_for_fit,
     spec_to_dict,
 )
@@ -268,6 +269,27 @@ class EmbedStage:
             return {DATASET_SOURCE: {"fingerprint": fingerprint}}
         found = work.input_fingerprints(self.paths, write=True)
         return {corpus_key(i): fingerprint for i, fingerprint in enumerate(found)}
+
+    def resolved(self, config: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any]:
+        """``config`` with ``device`` and ``precision`` as resolved (see the runner's ``_settled``).
+
+        Only the sentence-transformers encoder uses them: for it they are what
+        the finished stage recorded (``entry``) or what this machine gives
+        ``auto``; the other encoders drop them.
+        """
+        config = dict(config)
+        if config.get("encoder") != "sentence-transformers":
+            config.pop("device", None)
+            config.pop("precision", None)
+        elif entry is not None:
+            described = entry.get("encoder") or {}
+            for name in ("device", "precision"):
+                config[name] = described.get(name, config.get(name))
+        else:
+            config["device"], config["precision"] = resolve_compute(
+                str(config.get("device")), str(config.get("precision"))
+            )
+        return config
 
     def relocate(self, work: WorkDir, entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
         """Record where the (unchanged) corpus is now, when that is not where it was last seen."""
