@@ -227,14 +227,15 @@ def run(
     ledger = ledger if ledger is not None else StageLedger()
     ledger.planned = [stage.name for stage, _section in stages]
     outcomes = {}
-    for stage, section in stages:
-        ledger.running = stage.name
-        outcomes[stage.name] = run_stage(
-            stage, work, config.stage_options(section), on_change="redo", log=log
-        )
-        ledger.finished[stage.name] = outcomes[stage.name].action
-        ledger.running = None
-    return _result(work, outcomes)
+    with work.lock(log=log):  # one run at a time: its summary is its own stages'
+        for stage, section in stages:
+            ledger.running = stage.name
+            outcomes[stage.name] = run_stage(
+                stage, work, config.stage_options(section), on_change="redo", log=log
+            )
+            ledger.finished[stage.name] = outcomes[stage.name].action
+            ledger.running = None
+        return _result(work, outcomes)
 
 
 def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:

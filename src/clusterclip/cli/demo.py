@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     from clusterclip.cli.run import overrides_from_args, run_to_the_end
     from clusterclip.config import RunConfig, apply_overrides
+    from clusterclip.io import WorkDir
     from clusterclip.pipeline import resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
@@ -133,17 +134,18 @@ def run(args: argparse.Namespace) -> int:
         if args.sample is not None:
             source = workdir / f"kjv-sample-{args.sample}.jsonl"
         config, _ = resolve_config(config, [str(source)], workdir)  # checked before any work
-        if args.sample is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
-            source = write_sample(Path(bundled), source, args.sample)
 
         def start(log: Any, ledger: Any) -> dict[str, Any]:
-            log(
-                f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
-                f"{config.cluster.n_clusters} clusters, work directory {workdir}"
-            )
-            return run_pipeline(
-                [str(source)], workdir=workdir, config=config, log=log, ledger=ledger
-            )
+            with WorkDir(workdir).lock(log=log):  # claimed before the sample is written into it
+                sample = source
+                if args.sample is not None:
+                    sample = write_sample(Path(bundled), source, args.sample)
+                log(
+                    f"clusterclip demo: {sample.name}, encoder {config.embed.encoder}, "
+                    f"{config.cluster.n_clusters} clusters, work directory {workdir}"
+                )
+                return run_pipeline(
+                    [str(sample)], workdir=workdir, config=config, log=log, ledger=ledger
+                )
 
         return run_to_the_end(start, workdir=workdir, command="demo")

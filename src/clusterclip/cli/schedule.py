@@ -141,9 +141,11 @@ def _run_workdir(workdir: Path, options: Any) -> int:
     from clusterclip.schedule.stage import ScheduleStage
 
     work = WorkDir(workdir)
-    if options.duplicates == "group":
-        _refresh_groups(work)
-    outcome = run_stage(ScheduleStage(), work, options, log=print)
+    work.require("cluster")  # before the lock claims it: a missing --workdir is named as such
+    with work.lock(log=print):  # the groups and the schedule, one writer throughout
+        if options.duplicates == "group":
+            _refresh_groups(work)
+        outcome = run_stage(ScheduleStage(), work, options, log=print)
     warnings_seen = outcome.summary.get("warnings", [])
     print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen, options))
     return 0

@@ -242,6 +242,21 @@ class ClusterStage:
         return {"embed.documents": work.output("embed.documents"),
                 "embed.embeddings": work.output("embed.embeddings")}  # fmt: skip
 
+    def resolved(self, config: dict[str, Any], entry: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``config`` with ``backend`` as resolved (see the runner's ``_settled``).
+
+        What the finished fit ran on (``entry``), or what a named backend is on
+        this machine; ``auto`` is measured by the fit, so it stays ``auto``.
+        """
+        from clusterclip.cluster.backends import resolve_backend
+
+        config = dict(config)
+        if entry is not None:
+            config["backend"] = (entry.get("summary") or {}).get("backend", config.get("backend"))
+        elif config.get("backend") != "auto":
+            config["backend"] = resolve_backend(str(config.get("backend")))
+        return config
+
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> ClusterResult:
         """The finished stage's result, without recomputing anything."""
         return ClusterResult(

@@ -40,6 +40,7 @@ __all__ = [
     "EncoderSpec",
     "cpu_supports_bfloat16",
     "get_encoder",
+    "resolve_compute",
     "resolve_model",
     "static_cache_dir",
 ]
@@ -327,6 +328,29 @@ def _whitespace_counter(texts: list[str]) -> np.ndarray:
 # --------------------------------------------------------------------------- transformer
 
 
+def resolve_compute(device: str, precision: str) -> tuple[str, str]:
+    """What ``auto`` device and precision of the sentence-transformers encoder become here.
+
+    Device ``auto``: ``cuda`` when torch sees a GPU, else ``cpu``. Precision
+    ``auto``: float16 on CUDA, bfloat16 on CPUs with AVX512-BF16/AMX, else
+    float32. Other values are returned as given.
+
+    >>> resolve_compute("cpu", "float32")
+    ('cpu', 'float32')
+    """
+    if device == "auto":
+        torch = require_extra("torch", "embed")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if precision == "auto":
+        if device.startswith("cuda"):
+            precision = "float16"
+        elif device == "cpu" and cpu_supports_bfloat16():
+            precision = "bfloat16"
+        else:
+            precision = "float32"
+    return device, precision
+
+
 class SentenceTransformerEncoder:
     """A sentence-transformers (or plain Hugging Face) model, mean-pooled, unit rows.
 
@@ -341,18 +365,8 @@ class SentenceTransformerEncoder:
         self.spec = spec
         self._torch = torch
         self.path = resolve_model(spec.model)
-        device = spec.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device, precision = resolve_compute(spec.device, spec.precision)
         self.device = device
-        precision = spec.precision
-        if precision == "auto":
-            if device.startswith("cuda"):
-                precision = "float16"
-            elif device == "cpu" and cpu_supports_bfloat16():
-                precision = "bfloat16"
-            else:
-                precision = "float32"
         self.precision = precision
         try:
             with _quiet_transformers():

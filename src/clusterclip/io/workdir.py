@@ -8,9 +8,11 @@ Every stage writes into one work directory and records an entry in ``manifest.js
                 "cluster": {...}, "schedule": {...}, "report": {...}}}
 
 A stage records the fingerprints of what it consumed (``inputs``) and of what it
-produced (``outputs``). :class:`WorkDir` is the only code that knows the files'
-names; every reader goes through its accessors, which check index order and
-freshness once, in one place:
+produced (``outputs``). The directory is clusterclip's alone
+(:meth:`WorkDir.claim`: the marker ``.clusterclip-workdir``) and has one writer
+at a time (:meth:`WorkDir.lock`). :class:`WorkDir` is the only code that knows
+the files' names; every reader goes through its accessors, which check index
+order and freshness once, in one place:
 
 ==================  ===============================  ==========================================
 accessor            file                             checked
@@ -43,15 +45,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.errors import ClusterClipError, require_extra, spell
 from clusterclip.io.files import atomic_path, atomic_write_json, fingerprint_file
+from clusterclip.io.ownership import hold_lock, written_by_clusterclip
 
 __all__ = [
     "ARTIFACTS",
@@ -59,6 +63,7 @@ __all__ = [
     "ScheduleFile",
     "WorkDir",
     "check_upstream",
+    "corpus_key",
     "read_manifest",
     "read_stage",
     "require_stage",
@@ -84,6 +89,9 @@ ARTIFACTS: dict[str, str] = {
     "records": "records",
     "experiment": "lm",
     "experiment_corpus": "corpus.jsonl",
+    "marker": ".clusterclip-workdir",
+    "lock": ".clusterclip-lock",
+    "input_fingerprints": ".input-fingerprints.json",
 }
 MANIFEST_NAME = ARTIFACTS["manifest"]
 
@@ -106,7 +114,10 @@ _RECORDS_FORMAT = 2
 
 
 def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of ``workdir`` (an empty one if the directory has none yet)."""
+    """The manifest of ``workdir`` (an empty one if the directory has none yet).
+
+    A ``manifest.json`` that clusterclip did not write is refused, never merged into.
+    """
     path = Path(workdir) / MANIFEST_NAME
     if not path.exists():
         return {"stages": {}}
@@ -116,8 +127,39 @@ def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
         raise ClusterClipError(
             f"{path}: manifest is not valid JSON ({error}). Delete it and rerun the stages."
         ) from error
-    manifest.setdefault("stages", {})
+    if not written_by_clusterclip(manifest):
+        raise ClusterClipError(
+            f"{path} was not written by clusterclip (no `clusterclip_version` and `stages`), so "
+            f"{path.parent} is not a clusterclip work directory. Pass an empty or new "
+            f"{spell('workdir')}."
+        )
+    _upgrade_embed_inputs(manifest["stages"].get("embed"))
     return manifest
+
+
+def corpus_key(position: int) -> str:
+    """The embed stage's input key of the corpus file at ``position`` (0-based).
+
+    Inputs are keyed by position, not path, so that the same bytes under
+    another name or folder are the same input.
+
+    >>> corpus_key(0)
+    'corpus file 1'
+    """
+    return f"corpus file {position + 1}"
+
+
+def _upgrade_embed_inputs(entry: dict[str, Any] | None) -> None:
+    """Key an embed entry of an earlier version (inputs by path) by position, in place."""
+    if not isinstance(entry, dict):
+        return
+    names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
+    inputs = entry.get("inputs")
+    if not names or not isinstance(inputs, dict) or set(inputs) != set(map(str, names)):
+        return
+    if any(str(name).startswith("<") for name in names):
+        return  # an in-memory dataset: keyed by its fingerprint already
+    entry["inputs"] = {corpus_key(i): inputs[str(name)] for i, name in enumerate(names)}
 
 
 def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | None:
@@ -131,7 +173,8 @@ def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | 
 def write_stage(workdir: str | os.PathLike[str], stage: str, entry: Mapping[str, Any]) -> None:
     """Record (replace) one stage's entry in the manifest, atomically.
 
-    Stages run one at a time per work directory, so read-modify-write is safe.
+    Stages run one at a time per work directory (:meth:`WorkDir.lock`), so
+    read-modify-write is safe.
     """
     from clusterclip import __version__
 
@@ -273,6 +316,44 @@ class WorkDir:
     def record(self, stage: str, entry: Mapping[str, Any]) -> None:
         """Write the manifest entry of ``stage`` (atomically)."""
         write_stage(self.path, stage, entry)
+
+    def claim(self) -> bool:
+        """Make the directory a clusterclip work directory, or refuse; True if marked now.
+
+        A new or empty directory gets the marker file ``.clusterclip-workdir``;
+        one made by an earlier clusterclip (its ``manifest.json``) is adopted;
+        any other directory that holds something is refused, naming what it
+        holds, and so is a ``manifest.json`` clusterclip did not write.
+        """
+        from clusterclip.io.ownership import claim
+
+        return claim(self.path, marker=self.path_of("marker"), manifest=self.path_of("manifest"))
+
+    def lock(self, *, log: Callable[[str], None] | None = None) -> AbstractContextManager[None]:
+        """Claim the directory (:meth:`claim`) and hold its one-writer lock inside a ``with``.
+
+        A second writer is refused with the holder's pid, host, command and
+        start time; a lock whose process is gone (same host) is taken over and
+        ``log`` says so. Re-entrant in one process. Readers need no lock.
+
+        >>> with WorkDir("work").lock():  # doctest: +SKIP
+        ...     run_stage(stage, work, options)
+        """
+        return hold_lock(
+            self.path, lock=self.path_of("lock"), marker=self.path_of("marker"),
+            manifest=self.path_of("manifest"), log=log,
+        )  # fmt: skip
+
+    def input_fingerprints(
+        self, paths: list[Path] | list[str], *, write: bool = False
+    ) -> list[dict[str, Any]]:
+        """Content fingerprint of each corpus file, cached by (path, size, mtime) in the directory.
+
+        ``write=True`` (a writer holding :meth:`lock`) stores new fingerprints.
+        """
+        from clusterclip.io.input_cache import cached_fingerprints
+
+        return cached_fingerprints(paths, cache=self.path_of("input_fingerprints"), write=write)
 
     def output(self, key: str) -> str | None:
         """Current fingerprint of an output, ``"stage.output"`` (None if not recorded)."""
@@ -562,8 +643,6 @@ class WorkDir:
 
     def _checked_corpus(self) -> dict[str, Path]:
         """Recorded source name -> the file found for it, after the fingerprint check."""
-        from clusterclip.io.readers import fingerprint_input
-
         entry = self.require("embed")
         names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
         if not names or any(str(name).startswith("<") for name in names):
@@ -573,13 +652,16 @@ class WorkDir:
                 "instead, or save the dataset to jsonl or parquet and embed that."
             )
         recorded = entry.get("inputs", {})
+        located = entry.get("located") or []
         found = {}
-        for name in names:
-            was = recorded.get(name)
-            candidates = self._source_candidates(str(name), entry.get("inputs_root"))
-            checked = [(path, fingerprint_input(path)) for path in candidates if path.is_file()]
-            # one candidate when the embed stage recorded where it ran; an older entry's
-            # candidates are told apart by content, never by which one happens to exist
+        for position, name in enumerate(names):
+            was = recorded.get(corpus_key(position))
+            where = located[position] if position < len(located) else {}
+            candidates = self._source_candidates(str(name), entry.get("inputs_root"), where)
+            checked = [(path, self.input_fingerprints([path])[0]) for path in candidates
+                       if path.is_file()]  # fmt: skip
+            # told apart by content, never by which file happens to exist first: a
+            # same-named file elsewhere neither shadows the corpus nor stands in for it
             matching = [path for path, now in checked if was is None or now == was]
             if not matching:
                 now = checked[0][1] if checked else None
@@ -601,15 +683,29 @@ class WorkDir:
         """
         return os.path.relpath(Path.cwd(), self.path.absolute())
 
-    def _source_candidates(self, name: str, root: str | None) -> list[Path]:
-        """Absolute paths where the recorded source ``name`` may be, in order."""
+    def _source_candidates(
+        self, name: str, root: str | None, where: Mapping[str, str]
+    ) -> list[Path]:
+        """Absolute paths where the recorded source ``name`` may be, in order.
+
+        Where it was embedded from (``root``: the embed stage's current directory; older
+        entries: from here, the work directory and its parent), then where the last rerun
+        found it after a move (``where``, the embed entry's ``located``: as given then, and
+        from the work directory, which holds when both were copied together).
+        """
         path = Path(name)
+        work = self.path.absolute()
         if path.is_absolute():
-            return [path]
-        if root is not None:  # where the embed stage ran: the one place to look
-            return [Path(os.path.normpath(self.path.absolute() / root / path))]
-        bases = (Path.cwd(), self.path.absolute(), self.path.absolute().parent)
-        return list(dict.fromkeys(Path(os.path.normpath(base / path)) for base in bases))
+            paths = [path]
+        elif root is not None:
+            paths = [work / root / path]
+        else:
+            paths = [Path.cwd() / path, work / path, work.parent / path]
+        if where.get("path"):
+            paths.append(Path(where["path"]).absolute())
+        if where.get("from_workdir"):
+            paths.append(work / where["from_workdir"])
+        return list(dict.fromkeys(Path(os.path.normpath(p)) for p in paths))
 
     def _corpus_error(self, name: str, was: Any, now: Any, paths: list[Path]) -> ClusterClipError:
         """The error for a source not found as embedded; ``paths``: the absolute paths checked."""
@@ -624,7 +720,8 @@ class WorkDir:
             f"corpus file {name} {what} since it was embedded into {self.path} ({where}), so its "
             "records no longer match the work directory. Restore the file as it was, or re-embed "
             f"it: `clusterclip run INPUT... --workdir {self.path}` redoes every stage that "
-            "depends on it."
+            "depends on it (a corpus that only moved, with the same bytes, is found there and "
+            "not re-embedded)."
         )
 
     def corpus(self) -> Iterator[Any]:

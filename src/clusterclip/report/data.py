@@ -160,7 +160,6 @@ def compute_report_data(
             "threads": cluster_summary.get("threads"),
             "precision": ((work.entry("embed") or {}).get("encoder") or {}).get("precision"),
         },
-        "workdir": str(work.path),
         "schedule": {
             "config": inputs.config,
             "version": inputs.meta.get("version"),

@@ -295,6 +295,8 @@ def render_html(
     figures: dict[str, Path],
     captions: dict[str, str],
     alts: dict[str, str] | None = None,
+    *,
+    workdir: str = ".",
 ) -> str:
     """The report page as one HTML string with the PNGs embedded.
 
@@ -308,6 +310,9 @@ def render_html(
         PNG file name -> caption.
     alts : dict, optional
         PNG file name -> alt text (what the figure shows); the caption when missing.
+    workdir : str
+        The work directory relative to the page's folder (``"."``: the page is
+        in it). Never absolute, so a copied work directory's page names where it is.
 
     >>> page = render_html(data, figures, captions)  # doctest: +SKIP
     >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
@@ -336,11 +341,11 @@ def render_html(
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>ClusterClip report: {_esc(data["workdir"])}</title>
+<title>ClusterClip report{_esc(_title_place(workdir))}</title>
 <style>{_STYLE}</style><script>{_SCRIPT}</script></head>
 <body>
 <h1>ClusterClip schedule report</h1>
-<p class=muted>Work directory <code>{_esc(data["workdir"])}</code> &middot; clusterclip
+<p class=muted>{_place(workdir)} &middot; clusterclip
 {_esc(__version__)} &middot; every number on this page is in <code>report.json</code>.</p>
 <h2>Summary</h2>
 <table class=summary>{summary}</table>
@@ -362,3 +367,14 @@ completed the cluster's last allowed pass.</p>
 {_cluster_table(data)}
 </body></html>
 """
+
+
+def _place(workdir: str) -> str:
+    """Where the work directory is, relative to this page (so that a copy stays right)."""
+    if workdir == ".":
+        return "Work directory: the folder holding this page"
+    return f"Work directory <code>{_esc(workdir)}</code> (from this page's folder)"
+
+
+def _title_place(workdir: str) -> str:
+    return "" if workdir == "." else f": {workdir}"
