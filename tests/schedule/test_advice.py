@@ -64,7 +64,9 @@ def test_run_summary_prints_the_advice(capsys):
     assert "advice" not in capsys.readouterr().out
     result["n_clusters"] = MANY_CLUSTERS
     print_summary(result, 1.0)
-    assert f"advice:      {MANY_CLUSTERS:,} clusters: --schedule-version 3" in capsys.readouterr().out
+    assert (
+        f"advice:      {MANY_CLUSTERS:,} clusters: --schedule-version 3" in capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from clusterclip.errors import spelled_as_flags
 
     try:
-        with spelled_as_flags(flag_map(args._flags)), _one_line_warnings(args.command), sigterm_raises():
+        with (
+            spelled_as_flags(flag_map(args._flags)),
+            _one_line_warnings(args.command),
+            sigterm_raises(),
+        ):
             status = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
         return status
