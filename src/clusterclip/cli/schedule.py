@@ -201,9 +201,10 @@ def _checked_labels(path: Path, labels: Any) -> Any:
     from clusterclip.schedule.config import validate_labels
 
     try:
-        return validate_labels(labels)
+        validate_labels(labels)
     except ClusterClipError as error:
         raise ClusterClipError(f"{path}: {error}") from None
+    return labels  # as read: the schedule counts unsigned labels beyond int64 and warns
 
 
 def summary(

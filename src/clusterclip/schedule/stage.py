@@ -157,8 +157,10 @@ def build_with_progress(
     """
     from clusterclip.progress import progress_bar
 
-    labels = validate_labels(labels)  # a string or float array is refused here, not by `>=`
-    budget = options.budget(int((labels >= 0).sum()))
+    # a string or float array is refused here, not by `>=`; the stream gets the labels as
+    # given, so that it counts (and warns about) unsigned labels beyond int64
+    checked = validate_labels(labels)
+    budget = options.budget(int((checked >= 0).sum()))
     weights = options.cluster_weights if cluster_weights is None else cluster_weights
     with warnings.catch_warnings(record=True) as caught, given_as(_budget_given(options, budget)):
         warnings.simplefilter("always", UserWarning)
@@ -173,7 +175,7 @@ def build_with_progress(
             levels=levels,
         )  # fmt: skip
         draws = expected_draws(
-            stream.end, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
+            stream.end, num_tokens=budget["num_tokens"], labels=checked, lengths=lengths
         )
         check_fits(draws, estimated=stream.end is None)
         parts = []
