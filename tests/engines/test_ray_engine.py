@@ -99,6 +99,7 @@ def _comparable(entry: dict) -> dict:
     entry.pop("engine")
     entry.pop("seconds")
     entry.pop("located")  # where the corpus is, seen from each work directory
+    entry.pop("inputs_root")  # where the embed ran, seen from each work directory
     entry["spec"].pop("state_dir")
     entry["encoder"].pop("model_path", None)
     entry.pop("summary")
