@@ -21,40 +21,10 @@ import numpy as np
 import pytest
 
 from clusterclip.cli import main
+from tests.abuse.support import FAST, call, env, refused
 from tests.product_support import kjv_records, require_module
 
-SRC = Path(__file__).resolve().parents[2] / "src"
-#: Fast, model-free settings (as in test_cli_abuse.py).
-FAST = ["--encoder", "tfidf", "--n-clusters", "3", "--backend", "numpy", "--no-report"]
 N_VERSES = 200
-
-
-def env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(SRC),
-        "HF_HUB_OFFLINE": "1",
-        "CLUSTERCLIP_PROGRESS": "0",
-    }
-
-
-def call(capsys, *args: str) -> tuple[int, str, str]:
-    """``clusterclip ARGS`` in-process: (exit status, stdout, stderr)."""
-    try:
-        code = main(list(args))
-    except SystemExit as exit_:  # argparse's usage errors
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def refused(code: int, err: str, *needles: str, status: int = 2) -> None:
-    """The exit status, one ``error:`` line holding every needle, no traceback."""
-    assert code == status, err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
-    for needle in needles:
-        assert needle in err, f"{needle!r} not in:\n{err}"
 
 
 @pytest.fixture(autouse=True)

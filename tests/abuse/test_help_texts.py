@@ -21,20 +21,10 @@ import numpy as np
 import pytest
 
 from clusterclip.cli import COMMANDS, build_parser, main
+from tests.abuse.support import FAST, call
 from tests.product_support import kjv_records, require_module
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ["--encoder", "tfidf", "--n-clusters", "3", "--backend", "numpy", "--no-report"]
-
-
-def call(capsys, *args: str) -> tuple[int, str, str]:
-    """``clusterclip ARGS`` in-process: (exit status, stdout, stderr)."""
-    try:
-        code = main(list(args))
-    except SystemExit as exit_:  # argparse's usage errors
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

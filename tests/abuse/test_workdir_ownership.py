@@ -15,7 +15,6 @@ tf-idf encoder.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
@@ -26,10 +25,9 @@ from pathlib import Path
 import pytest
 
 from clusterclip.cli import main
+from tests.abuse.support import FAST, call, env
 from tests.product_support import kjv_records, require_module
 
-SRC = Path(__file__).resolve().parents[2] / "src"
-FAST = ["--encoder", "tfidf", "--n-clusters", "3", "--backend", "numpy", "--no-report"]
 MARKER = ".clusterclip-workdir"
 LOCK = ".clusterclip-lock"
 
@@ -46,22 +44,6 @@ if sys.argv[2] == "die":
 sys.stdin.readline()
 held.__exit__(None, None, None)
 """
-
-
-def env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(SRC),
-        "HF_HUB_OFFLINE": "1",
-        "CLUSTERCLIP_PROGRESS": "0",
-    }
-
-
-def call(capsys, *args: str) -> tuple[int, str, str]:
-    """``clusterclip ARGS`` in-process: (exit status, stdout, stderr)."""
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def refused(code: int, err: str, *needles: str) -> None:

@@ -130,9 +130,12 @@ def test_preparation_goes_through_the_runner(mini_results):
     # every one of the 240 documents is in the training split or held out (the split's
     # sizes follow the clusters, which follow the k-means backend `auto` picks here)
     summary = again.summary
-    assert summary["train_documents"] + summary["heldout_documents"] + summary[
-        "near_duplicate_heldout"
-    ] == 240 - summary["excluded"]
+    assert (
+        summary["train_documents"]
+        + summary["heldout_documents"]
+        + summary["near_duplicate_heldout"]
+        == 240 - summary["excluded"]
+    )
 
 
 def test_pack_sequences_golden():

@@ -395,10 +395,13 @@ def _run_embed(
 
 
 def _located(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:
-    """Where each corpus file is now: as given, and from the work directory (when copied together)."""
+    """Where each corpus file is now: its absolute path, and from the work directory (when
+    copied together). Never a path relative to a current directory, which another command
+    may not share (a same-named file there must not stand in for the corpus)."""
     here = work.path.resolve()
     return [
-        {"path": str(path), "from_workdir": os.path.relpath(path.resolve(), here)} for path in paths
+        {"path": str(path.resolve()), "from_workdir": os.path.relpath(path.resolve(), here)}
+        for path in paths
     ]
 
 

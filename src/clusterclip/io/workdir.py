@@ -658,17 +658,14 @@ class WorkDir:
             was = recorded.get(corpus_key(position))
             where = located[position] if position < len(located) else {}
             candidates = self._source_candidates(str(name), entry.get("inputs_root"), where)
-            checked = [(path, self.input_fingerprints([path])[0]) for path in candidates
-                       if path.is_file()]  # fmt: skip
-            # told apart by content, never by which file happens to exist first: a
-            # same-named file elsewhere neither shadows the corpus nor stands in for it
-            matching = [path for path, now in checked if was is None or now == was]
-            if not matching:
-                now = checked[0][1] if checked else None
-                raise self._corpus_error(
-                    str(name), was, now, [path for path, _ in checked] or candidates
-                )
-            found[str(name)] = matching[0]
+            # The first file found decides: a changed one is refused, never passed over for
+            # another copy. The places are fixed by the work directory (never by the current
+            # directory), so a same-named file elsewhere cannot shadow the corpus.
+            path = next((p for p in candidates if p.is_file()), None)
+            now = None if path is None else self.input_fingerprints([path])[0]
+            if path is None or (was is not None and now != was):
+                raise self._corpus_error(str(name), was, now, [path] if path else candidates)
+            found[str(name)] = path
         return found
 
     def inputs_root(self) -> str:
@@ -701,8 +698,8 @@ class WorkDir:
             paths = [work / root / path]
         else:
             paths = [Path.cwd() / path, work / path, work.parent / path]
-        if where.get("path"):
-            paths.append(Path(where["path"]).absolute())
+        if where.get("path") and Path(where["path"]).is_absolute():  # older entries: as given
+            paths.append(Path(where["path"]))
         if where.get("from_workdir"):
             paths.append(work / where["from_workdir"])
         return list(dict.fromkeys(Path(os.path.normpath(p)) for p in paths))
