@@ -11,6 +11,9 @@ run:
   end to end (read, count tokens, encode, write shards) with the auto precision;
 - ``plain-static``: ``model2vec.StaticModel.encode``; ``ours-static`` and
   ``ours-tfidf``: ``clusterclip.embed`` end to end;
+- bfloat16 cases (the ``--batching`` sweep's) run only on CPUs with native
+  bfloat16 (:func:`clusterclip.threads.native_bfloat16`); elsewhere a line says
+  they were skipped;
 - quality: mean cosine of our transformer vectors (stored float16) to the
   plain float32 ones, and the agreement (ARI) of k-means (k=5) clusterings of
   the BBC articles under ``static`` and the transformer, plus each one's NMI to
@@ -43,7 +46,12 @@ from pathlib import Path
 
 import numpy as np
 
+from clusterclip.cluster.blas import cpu_model
+from clusterclip.threads import native_bfloat16
+
 KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
+#: Why the bfloat16 cases are skipped on this CPU.
+NO_BF16 = "this CPU has no native bfloat16 (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo)"
 
 
 def kjv_verses() -> list[str]:
@@ -244,6 +252,9 @@ def batching_sweep(n_docs: int, rounds: int = 3) -> None:
         + [("tokens", budget) for budget in (2048, 4096, 8192)],
         "float32": [("fixed", 32), ("tokens", 4096)],
     }
+    if not native_bfloat16():
+        del sweeps["bfloat16"]
+        print(f"bfloat16 sweep skipped: {NO_BF16}", flush=True)
     for precision, settings in sweeps.items():
         encoder = EncoderSpec(device="cpu", precision=precision).build()
         for corpus, texts in corpora.items():
@@ -396,6 +407,7 @@ def main() -> None:
     if args.case:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
         return
+    print(f"CPU: {cpu_model()}", flush=True)
     if args.layout:
         layout_comparison(args.layout)
         return

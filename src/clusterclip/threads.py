@@ -1,10 +1,14 @@
-"""Thread helpers: one BLAS / torch thread for many small products, and one helper thread.
+"""Thread helpers and what the CPU offers: one BLAS / torch thread for many small
+products, one helper thread, and the CPU's flags.
 
 :func:`one_thread` is used by the k-means++ seeding, the node splits of
 hierarchical k-means and the descent of a cluster tree: on a busy machine,
 waking a second thread for each small product costs more than the product.
 :func:`helper` is the one background thread the schedule engine hands work to
 (version 3 looks up a window's documents there while it chooses the next window).
+:func:`native_bfloat16`
+says from the CPU flags whether bfloat16 matmuls run natively (encoders,
+k-means backends and benchmarks ask it).
 """
 
 from __future__ import annotations
@@ -14,11 +18,22 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["FasterWay", "available_cpus", "helper", "one_thread"]
+__all__ = [
+    "FasterWay",
+    "available_cpus",
+    "cpu_flags",
+    "helper",
+    "native_bfloat16",
+    "one_thread",
+]
+
+#: CPU flags of native bfloat16 matmuls (AVX512-BF16 dot products, AMX tiles).
+BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 @contextlib.contextmanager
@@ -61,6 +76,38 @@ def available_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """CPU feature flags of this machine (empty where /proc/cpuinfo is absent).
+
+    >>> isinstance(cpu_flags(), frozenset)
+    True
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_bfloat16(flags: Iterable[str] | None = None) -> bool:
+    """True when a CPU with these flags runs bfloat16 matmuls natively (AVX512-BF16 or AMX).
+
+    Without them torch emulates bfloat16, many times slower than float32: the
+    bfloat16 cases of the benchmarks are skipped there. ``flags``: this
+    machine's (:func:`cpu_flags`) when ``None``.
+
+    >>> native_bfloat16({"avx512f", "avx512_bf16"}), native_bfloat16({"amx_bf16", "amx_tile"})
+    (True, True)
+    >>> native_bfloat16({"avx2", "avx512f", "avx512_vnni"}), native_bfloat16(set())
+    (False, False)
+    """
+    return bool(BFLOAT16_FLAGS & set(cpu_flags() if flags is None else flags))
 
 
 _HELPER: ThreadPoolExecutor | None = None

@@ -140,14 +140,14 @@ def available_candidates() -> list[str]:
     """
     import importlib.util
 
-    from clusterclip.cluster.blas import cpu_flags
+    from clusterclip.threads import native_bfloat16
 
     names = ["numpy"]
     if importlib.util.find_spec("faiss") is not None:
         names.append("faiss")
     if importlib.util.find_spec("torch") is not None:
         names.append("torch-fp32")
-        if {"amx_bf16", "avx512_bf16"} & cpu_flags():
+        if native_bfloat16():
             names.append("torch-bf16")
     return names
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.io.workdir import ARTIFACTS
+from clusterclip.threads import cpu_flags, native_bfloat16
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -183,15 +184,13 @@ def resolve_model(model: str | None) -> str:
 
 
 def cpu_supports_bfloat16() -> bool:
-    """True when the CPU runs bfloat16 matmuls natively (AVX512-BF16 or AMX)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
+    """True when the CPU runs bfloat16 matmuls natively (AVX512-BF16 or AMX).
+
+    From the CPU flags (:func:`clusterclip.threads.native_bfloat16`); where the
+    OS does not list them, from torch's CPU capability.
+    """
+    if cpu_flags():
+        return native_bfloat16()
     try:
         import torch
 
