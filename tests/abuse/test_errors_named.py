@@ -208,15 +208,23 @@ def test_a_same_named_file_in_the_current_directory_does_not_stand_in_for_the_co
 
 
 def test_a_missing_corpus_is_named_by_the_absolute_path_checked(
-    root, tmp_path, capsys, monkeypatch
+    made, root, tmp_path, capsys, monkeypatch
 ):
     (root / "verses.jsonl").rename(root / "moved.jsonl")
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "verses.jsonl").write_text("{}\n", "utf-8")  # must not be taken
     monkeypatch.chdir(tmp_path / "elsewhere")
-    code, _, err = call(capsys, "inspect", "--workdir", "../root/work")
+    # the copied work directory would also find the same bytes where they were first
+    # embedded (content decides): gone from there too, the corpus is missing
+    original = made / "verses.jsonl"
+    hidden = original.rename(original.with_name("verses.hidden"))
+    try:
+        code, _, err = call(capsys, "inspect", "--workdir", "../root/work")
+    finally:
+        hidden.rename(original)
     refused(code, err, "corpus file verses.jsonl is missing since it was embedded into ",
-            f"(looked for {root / 'verses.jsonl'})", "Restore the file as it was")  # fmt: skip
+            f"(looked for {root / 'verses.jsonl'}", "Restore the file as it was")  # fmt: skip
+    assert str(tmp_path / "elsewhere") not in err
 
 
 # --------------------------------------------------------------------------- temporary files
