@@ -25,7 +25,6 @@ from clusterclip.schedule.groups import (
     PURPOSE_FALLBACK_PASS,
     PURPOSE_PHASE,
     PURPOSE_RANDOM_PASS,
-    _generators,
     chunk_permutations,
     entropy_words,
     pcg64_seeds,
@@ -33,6 +32,7 @@ from clusterclip.schedule.groups import (
 )
 from clusterclip.schedule.planned import planned_phases
 from clusterclip.schedule.policy import SchedulePolicy
+from clusterclip.schedule.seeds import generators
 
 SEED_MAX = 2**63 - 1
 LABELS = np.repeat(np.arange(6), [1, 2, 3, 5, 8, 13])[np.random.default_rng(0).permutation(32)]
@@ -250,8 +250,8 @@ def test_bulk_seed_states_equal_numpy_seed_sequence(words, rows):
     size=st.integers(2, 40),
 )
 def test_bulk_generators_equal_the_reference_permutations(seed, keys, chunk, size):
-    generators = _generators(seed, PURPOSE_CLUSTER_PASS, np.array(keys), np.full(len(keys), chunk))
-    for key, rng in zip(keys, generators, strict=True):
+    made = generators(seed, PURPOSE_CLUSTER_PASS, np.array(keys), np.full(len(keys), chunk))
+    for key, rng in zip(keys, made, strict=True):
         reference = chunk_permutations(seed, PURPOSE_CLUSTER_PASS, key, chunk, size, rows=2)
         got = np.stack([rng.permutation(size), rng.permutation(size)])
         assert np.array_equal(got, reference)
