@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from clusterclip.schedule.engine import block_uniforms
+from clusterclip.schedule.choosers import block_uniforms
 from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import (
     CHOICE_BLOCK,

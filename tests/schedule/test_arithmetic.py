@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from clusterclip.errors import ClusterClipError, spelled_as_flags
 from clusterclip.schedule import SCHEDULE_VERSION, build_schedule, iter_schedule
+from clusterclip.schedule.choosers import block_uniforms
 from clusterclip.schedule.config import schedule_version_for
-from clusterclip.schedule.engine import NO_CAP, _caps, block_uniforms
 from clusterclip.schedule.groups import (
     PURPOSE_CHOICE,
     PURPOSE_CLUSTER_PASS,
@@ -32,6 +32,7 @@ from clusterclip.schedule.groups import (
 )
 from clusterclip.schedule.planned import planned_phases
 from clusterclip.schedule.policy import SchedulePolicy
+from clusterclip.schedule.prepare import NO_CAP, group_caps
 from clusterclip.schedule.seeds import generators
 
 SEED_MAX = 2**63 - 1
@@ -88,7 +89,7 @@ def test_a_cap_the_budget_cannot_reach_is_no_cap(max_repeats, order, policy, tok
 )
 def test_caps_never_overflow(sizes, max_repeats):
     sizes = np.array(sizes, dtype=np.int64)
-    caps, total = _caps(sizes, max_repeats)
+    caps, total = group_caps(sizes, max_repeats)
     exact = [max_repeats * int(s) for s in sizes]
     for cap, want in zip(caps.tolist(), exact, strict=True):
         assert cap == (want if want <= NO_CAP else NO_CAP)  # NO_CAP: never reached

@@ -168,7 +168,7 @@ class FixedWays(FasterWay):
 def test_schedules_do_not_depend_on_how_windows_are_ranked(monkeypatch, max_repeats):
     """Looked up in window order or group by group, on the helper thread (while the
     next window is chosen) or not, cut by the budget inside a window."""
-    from clusterclip.schedule import build_schedule, engine, iter_schedule
+    from clusterclip.schedule import build_schedule, iter_schedule, sources
 
     rng = np.random.default_rng(8)
     labels = rng.integers(0, 5000, 40_000)
@@ -178,8 +178,8 @@ def test_schedules_do_not_depend_on_how_windows_are_ranked(monkeypatch, max_repe
     for few_groups, ways in itertools.product((0, 10**9), ("helper", "alternate", "none")):
         monkeypatch.setattr(windows, "_FEW_GROUPS", few_groups)
         worker = None if ways == "none" else CountingHelper()
-        monkeypatch.setattr(engine, "helper", lambda worker=worker: worker)
-        monkeypatch.setattr(engine, "FasterWay", lambda ways=ways: FixedWays(ways))
+        monkeypatch.setattr(sources, "helper", lambda worker=worker: worker)
+        monkeypatch.setattr(sources, "FasterWay", lambda ways=ways: FixedWays(ways))
         by_count = build_schedule(labels, num_samples=150_001, **kwargs)
         by_tokens = build_schedule(labels, lengths=lengths, num_tokens=2_000_003, **kwargs)
         resumed = np.concatenate(

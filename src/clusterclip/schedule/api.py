@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from clusterclip.schedule.config import ScheduleConfig
-from clusterclip.schedule.engine import ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
@@ -22,6 +21,7 @@ from clusterclip.schedule.policy import (
     DEFAULT_POLICY,
     SchedulePolicy,
 )
+from clusterclip.schedule.stream import ScheduleStream, materialise, rechunk
 
 __all__ = [
     "ScheduleConfig",

@@ -42,10 +42,12 @@ from clusterclip.schedule.config import (
     validate_labels,
     validate_lengths,
 )
-from clusterclip.schedule.engine import Prepared, ScheduleStream, materialise, rechunk
 from clusterclip.schedule.hierarchy import Hierarchy, validate_levels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
+from clusterclip.schedule.prepare import Prepared
+from clusterclip.schedule.rules import draw_rule
+from clusterclip.schedule.stream import ScheduleStream, rechunk
 from clusterclip.schedule.units import Units, validate_duplicate_of
 
 __all__ = [
@@ -229,19 +231,6 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
         listed = ", ".join(repr(c) for c in choices)
         raise invalid(name, f"one of {listed}", value)
     return value
-
-
-def _collect(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarray:
-    """The concatenated blocks; into one array when the length is known (no second copy)."""
-    if length is None:
-        parts = list(blocks)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    out = np.empty(length, dtype=np.int64)
-    filled = 0
-    for block in blocks:
-        out[filled : filled + block.size] = block
-        filled += block.size
-    return out if filled == length else out[:filled].copy()
 
 
 def _listed(names: list[str]) -> str:
@@ -453,13 +442,13 @@ class SchedulePolicy:
                 f"{hint('order', 'planned')} does not support {hint('policy', kind.name)} "
                 "(its plan is per cluster, not per level): use the online order.",
             )
-        if self.schedule_version == 3:
+        if not draw_rule(self.schedule_version).draws_trees:
             raise invalid(
                 "schedule_version",
                 f"the default rule (None) with {hint('policy', kind.name)}",
                 self.schedule_version,
-                "The version-3 windows draw over a flat cluster list; leave "
-                f"{spell('schedule_version')} unset.",
+                f"The version-{self.schedule_version} windows draw over a flat cluster list; "
+                f"leave {spell('schedule_version')} unset.",
             )
 
     # -- the registered policy and the recorded config ----------------------
@@ -625,7 +614,7 @@ class SchedulePolicy:
             lengths=stream.prep.lengths,
         )  # fmt: skip
         check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
-        return materialise(stream, _collect(stream.blocks(0), stream.end))
+        return stream.collect()
 
     def iterate(
         self,

@@ -18,7 +18,7 @@ import numpy as np
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.runner import StageOutput
-from clusterclip.schedule.api import materialise, open_stream
+from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.options import ScheduleOptions
@@ -174,10 +174,6 @@ def build_with_progress(
             stream.end, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
         )
         check_fits(draws, estimated=stream.end is None)
-        parts = []
         with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
-            for block in stream.blocks(0):
-                parts.append(block)
-                bar.update(block.size)
-        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return materialise(stream, indices), budget, list(caught)
+            schedule = stream.collect(progress=bar.update)
+    return schedule, budget, list(caught)
