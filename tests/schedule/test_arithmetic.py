@@ -213,9 +213,10 @@ def test_seeds_below_2_32_keep_their_streams():
     assert schedule_version_for(2**32 - 1) == 1 and schedule_version_for(2**32) == 2
     old = SchedulePolicy(num_samples=3, seed=2**40, schedule_version=2).config_for(LABELS)
     assert old.schedule_version == 2  # a checkpoint of the version-1 stream is refused
-    config = SchedulePolicy(num_samples=3, seed=2**40).config_for(LABELS)
-    assert config.schedule_version == SCHEDULE_VERSION == 2  # the default rule, by seed
-    assert SchedulePolicy(num_samples=3, seed=5).config_for(LABELS).schedule_version == 1
+    assert SchedulePolicy(num_samples=3, seed=5, schedule_version=1).config_for(LABELS)
+    for seed in (5, 2**40):  # new schedules: the default rule, whatever the seed
+        config = SchedulePolicy(num_samples=3, seed=seed).config_for(LABELS)
+        assert config.schedule_version == SCHEDULE_VERSION == 4
     opt_in = SchedulePolicy(num_samples=3, seed=2**40, schedule_version=3).config_for(LABELS)
     assert opt_in.schedule_version == 3
 

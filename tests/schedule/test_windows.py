@@ -66,9 +66,9 @@ def last_entries(values: list[int], *, repeated_only: bool) -> list[int]:
 def test_last_entries_that_set_the_window_counts(values):
     """The entries whose draw gives each group's count after a window, both ways of ranking."""
     array = np.array(values, dtype=np.int64)
-    ranks, _, lasts = windows._ranked_by_sort(array)
+    ranks, _, lasts = windows.ranked_by_sort_with_lasts(array)
     assert sorted(lasts.tolist()) == last_entries(values, repeated_only=False)
-    ranks, lasts = windows._ranked_among_equal(array, np.empty(41, dtype=np.int32))
+    ranks, lasts = windows.ranked_among_equal_with_lasts(array, np.empty(41, dtype=np.int32))
     assert sorted(lasts.tolist()) == last_entries(values, repeated_only=True)
 
 

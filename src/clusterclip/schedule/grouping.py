@@ -1,4 +1,4 @@
-"""Documents grouped by cluster: the present clusters, their sizes and members.
+"""Documents grouped by cluster: the present clusters, their sizes, members and caps.
 
 The schedule draws each cluster's documents as whole shuffled passes, so it
 needs the documents of every cluster together (ascending inside a cluster) and
@@ -18,7 +18,9 @@ import numpy as np
 
 __all__ = [
     "LABEL_CHUNK",
+    "NO_CAP",
     "GroupIndex",
+    "group_caps",
     "grouped_by_label",
     "is_dense",
     "label_chunks",
@@ -35,6 +37,9 @@ def member_dtype(n_documents: int) -> type:
 
 #: Labels are read this many at a time, so that no temporary is as large as them.
 LABEL_CHUNK = 2**20
+
+#: A cap no schedule reaches: no clip (``max_repeats=None``, or a cap this large).
+NO_CAP = np.iinfo(np.int64).max // 4
 
 
 def label_chunks(labels: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -163,3 +168,23 @@ def grouped_by_label(
     ids = packed[skipped + starts] >> bits
     sizes = np.diff(starts, append=members.size)
     return ids, sizes, members
+
+
+def group_caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:
+    """Per group cap ``max_repeats * size`` (``NO_CAP`` where that is out of reach).
+
+    Returns the caps and the draws before every group is clipped, or None when
+    no cap can end the schedule (no clip, or one of at least ``NO_CAP`` draws: no
+    schedule is that long). Exact for any ``max_repeats``: nothing overflows.
+
+    >>> caps, total = group_caps(np.array([1, 3]), 2)
+    >>> caps.tolist(), total
+    ([2, 6], 8)
+    """
+    if max_repeats is None:
+        return np.full(len(sizes), NO_CAP, dtype=np.int64), None
+    repeats = min(int(max_repeats), NO_CAP)
+    reach = NO_CAP // sizes  # the largest R whose cap stays below NO_CAP
+    caps = np.where(repeats <= reach, np.minimum(repeats, reach) * sizes, NO_CAP)
+    total = repeats * int(sizes.sum())  # == sum(caps) unless some cap is NO_CAP
+    return caps, (total if total < NO_CAP else None)

@@ -20,7 +20,9 @@ import numpy as np
 from clusterclip.errors import invalid
 from clusterclip.schedule.config import ScheduleConfig
 from clusterclip.schedule.grouping import (
+    NO_CAP,
     GroupIndex,
+    group_caps,
     grouped_by_label,
     is_dense,
     member_dtype,
@@ -41,29 +43,6 @@ if TYPE_CHECKING:  # the policy module builds on this one
     from clusterclip.schedule.policy import Policy
 
 __all__ = ["NO_CAP", "Prepared", "group_caps"]
-
-#: A cap no schedule reaches: no clip (``max_repeats=None``, or a cap this large).
-NO_CAP = np.iinfo(np.int64).max // 4
-
-
-def group_caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:
-    """Per group cap ``max_repeats * size`` (``NO_CAP`` where that is out of reach).
-
-    Returns the caps and the draws before every group is clipped, or None when
-    no cap can end the schedule (no clip, or one of at least ``NO_CAP`` draws: no
-    schedule is that long). Exact for any ``max_repeats``: nothing overflows.
-
-    >>> caps, total = group_caps(np.array([1, 3]), 2)
-    >>> caps.tolist(), total
-    ([2, 6], 8)
-    """
-    if max_repeats is None:
-        return np.full(len(sizes), NO_CAP, dtype=np.int64), None
-    repeats = min(int(max_repeats), NO_CAP)
-    reach = NO_CAP // sizes  # the largest R whose cap stays below NO_CAP
-    caps = np.where(repeats <= reach, np.minimum(repeats, reach) * sizes, NO_CAP)
-    total = repeats * int(sizes.sum())  # == sum(caps) unless some cap is NO_CAP
-    return caps, (total if total < NO_CAP else None)
 
 
 class Prepared:

@@ -18,13 +18,16 @@ import numpy as np
 
 from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import Groups, window_passes
+from clusterclip.schedule.passes import PassTable
 from clusterclip.schedule.protocols import DrawRule, GroupTable, OnlineSource
+from clusterclip.schedule.slabs import SlabSource
 from clusterclip.schedule.sources import BlockOnline, PlannedSource, WindowSource
+from clusterclip.schedule.treewindows import TreeSource
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["DRAW_RULES", "BlockRule", "WindowRule", "draw_rule"]
+__all__ = ["DRAW_RULES", "BlockRule", "ChunkRule", "WindowRule", "draw_rule"]
 
 
 class BlockRule:
@@ -88,18 +91,50 @@ class WindowRule:
         return PlannedSource(prep, plan)
 
 
+class ChunkRule:
+    """Version 4 (the default): fast at every number of clusters, for every policy.
+
+    :class:`~clusterclip.schedule.treewindows.TreeSource` for the online rule
+    (version 3's windows in chunks, down the tree of ``policy="hierarchical"``),
+    :class:`~clusterclip.schedule.slabs.SlabSource` for the planned order and
+    :class:`~clusterclip.schedule.passes.PassTable` for the passes.
+    """
+
+    draws_trees = True
+
+    def groups(
+        self,
+        members: np.ndarray,
+        sizes: np.ndarray,
+        keys: np.ndarray,
+        *,
+        seed: int,
+        purpose: int,
+        shares: np.ndarray | None = None,
+        max_repeats: int | None = None,
+    ) -> GroupTable:
+        return PassTable(members, sizes, keys, seed=seed, purpose=purpose)
+
+    def online(self, prep: Prepared) -> OnlineSource:
+        return TreeSource(prep)
+
+    def planned(self, prep: Prepared, plan: np.ndarray) -> OnlineSource:
+        return SlabSource(prep, plan)
+
+
 #: The draw rule of every supported ``schedule_version``.
 DRAW_RULES: dict[int, DrawRule] = {
     1: BlockRule(),
     2: BlockRule(),  # version 1's rule; only the seed words of seeds >= 2**32 differ
     3: WindowRule(),
+    4: ChunkRule(),
 }
 
 
 def draw_rule(version: int) -> DrawRule:
     """The rule of a validated ``schedule_version``.
 
-    >>> draw_rule(1).draws_trees, draw_rule(3).draws_trees
-    (True, False)
+    >>> draw_rule(1).draws_trees, draw_rule(3).draws_trees, draw_rule(4).draws_trees
+    (True, False, True)
     """
     return DRAW_RULES[version]

@@ -27,6 +27,7 @@ __all__ = [
     "PURPOSE_PHASE",
     "PURPOSE_RANDOM_PASS",
     "PURPOSE_SMALL_TABLE",
+    "PURPOSE_TREE",
     "entropy_words",
     "generators",
     "pcg64_seeds",
@@ -41,7 +42,8 @@ PURPOSE_RANDOM_PASS = 3  # pass permutations of the corpus, policy="random"
 PURPOSE_FALLBACK_PASS = 4  # pass permutations of the corpus after exhaustion
 PURPOSE_PHASE = 5  # phases of the planned order
 PURPOSE_CHOICE_V3 = 6  # candidates of one window of the version-3 online rule
-PURPOSE_SMALL_TABLE = 7  # version 3: the table of small groups' pass permutations
+PURPOSE_SMALL_TABLE = 7  # versions 3, 4: the table of small groups' pass permutations
+PURPOSE_TREE = 8  # version 4: the streams of the inner nodes of a cluster tree
 
 #: Second word of the wide layout of :func:`entropy_words` (never a purpose code).
 _WIDE = 0xFFFFFFFF
