@@ -31,13 +31,17 @@ from clusterclip.schedule.protocols import Segment
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["TIME_BITS", "SlabOrder", "SlabSource"]
+__all__ = ["PIECE", "SLAB_POSITIONS", "TIME_BITS", "SlabOrder", "SlabSource"]
 
 #: Bits of the time grid the draws are ordered on (part of SCHEDULE_VERSION 4).
 TIME_BITS = 40
 #: Positions a segment hands out at most (a speed knob: the lookups of a
 #: segment stay in cache).
 PIECE = 2**13
+#: Positions per slab, about: this many, or 4 per cluster when that is more (a
+#: speed knob: each slab costs O(K) besides its positions; the order does not
+#: depend on it).
+SLAB_POSITIONS = 2**16
 
 
 class SlabOrder:
@@ -64,7 +68,7 @@ class SlabOrder:
         self.clusters = np.flatnonzero(self.plan > 0)  # groups that appear at all
         self.n = self.plan[self.clusters]
         self.phi = phases[self.clusters]
-        target = max(2**16, 4 * self.clusters.size)  # positions per slab, about
+        target = max(SLAB_POSITIONS, 4 * self.clusters.size)  # positions per slab, about
         wanted = max(1, -(-self.total // target))
         self.n_slabs = min(2 ** (wanted - 1).bit_length(), 2**20)
         self._starts: dict[int, int] = {0: 0, self.n_slabs: self.total}

@@ -54,13 +54,13 @@ from clusterclip.schedule.windows import (
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["CHUNK", "NodeLevel", "TreeSource", "TreeWindows", "tree_levels"]
+__all__ = ["CHUNK", "FEW_ENTRIES", "NodeLevel", "TreeSource", "TreeWindows", "tree_levels"]
 
 #: Candidates processed at once when there are many groups (a speed knob only:
 #: the counts a chunk touches stay in cache; the positions do not depend on it).
-CHUNK = 2**12
-#: Below this many top entries a window is processed whole (they fit in cache anyway).
-_FEW = 2**13
+CHUNK = 2**13
+#: Up to this many top entries a window is processed whole (they fit in cache anyway).
+FEW_ENTRIES = 2**13
 _GAMMA = np.uint64(GAMMA)
 _ONE = np.uint64(1)
 _S11 = np.uint64(11)
@@ -187,23 +187,30 @@ class TreeWindows:
     ) -> None:
         self.seed = seed
         self.caps = caps
-        self.counts = np.zeros(len(caps), dtype=np.int64)
         self.levels = [] if tree_paths is None else tree_levels(seed, tree_paths, caps)
+        top_caps = self.levels[0].caps if self.levels else caps
+        # The windows' entries (groups, or top nodes): count and cap side by
+        # side, so that a candidate reads one memory line.
+        self._state = np.zeros((top_caps.size, 2), dtype=np.int64)
+        self._state[:, 1] = top_caps
+        self.top_counts = self._state[:, 0]  # views
+        self.top_caps = self._state[:, 1]
+        self._scratch = np.empty(top_caps.size, dtype=np.int32)  # for the ranks
         if self.levels:  # the windows draw top nodes, uniformly
-            top = self.levels[0]
-            self.top_caps, self.top_counts, self.weights = top.caps, top.counts, None
+            self.levels[0].counts = self.top_counts
+            self.counts = np.zeros(len(caps), dtype=np.int64)
+            self.weights = None
         else:
-            self.top_caps, self.top_counts = caps, self.counts
+            self.counts = self.top_counts
             self.weights = None if weights.min() == weights.max() else weights
         self.listed = np.flatnonzero(self.top_caps > 0)
         self.n_active = int(self.listed.size)
         self.n_clipped_listed = 0
         self._cdf: np.ndarray | None = None
-        self._scratch = np.empty(self.top_caps.size, dtype=np.int32)  # for the ranks
         self.window = -1
         self.candidates = np.zeros(0, dtype=np.int64)
         self.cursor = WINDOW  # the first call starts window 0
-        self.chunk = CHUNK if self.top_caps.size > _FEW else WINDOW
+        self.chunk = CHUNK if self.top_caps.size > FEW_ENTRIES else WINDOW
         self.position = 0
         self.next_n = [np.zeros(level.keys.size, dtype=np.int64) for level in self.levels]
 
@@ -251,10 +258,12 @@ class TreeWindows:
             ranks, _, lasts = ranked_by_sort_with_lasts(candidates)
         else:
             ranks, lasts = ranked_among_equal_with_lasts(candidates, self._scratch)
-        draws = self.top_counts[candidates] + ranks
-        caps = self.top_caps[candidates]
-        after = np.minimum(draws + 1, caps)
-        final = draws + 1 == caps  # the node's (or group's) last draw: clipped there
+        state = np.take(self._state, candidates, axis=0)
+        draws = state[:, 0] + ranks
+        caps = state[:, 1]
+        after = draws + 1
+        final = after == caps  # the node's (or group's) last draw: clipped there
+        np.minimum(after, caps, out=after)
         self.top_counts[candidates] = after
         self.top_counts[candidates[lasts]] = after[lasts]  # no write depends on duplicates' order
         clipped = int(np.count_nonzero(final))
