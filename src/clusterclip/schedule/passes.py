@@ -22,9 +22,10 @@ pass key ``P = mix64(G + (p + 1) * GAMMA)`` (:func:`~clusterclip.schedule.feiste
   keys (about ``s**2 / 2**33`` pairs in a pass, each left in member order).
   The passes of many groups are sorted together in one ``np.sort`` of packed
   int64 keys (:func:`pass_orders`), and each group's latest pass is kept as
-  documents in a cache parallel to the member table (N entries), so a draw
-  of a pass already made is one gather. A cache is a speed knob only: the same
-  ``(group, draw)`` always gives the same document.
+  documents in a cache, so a draw of a pass already made is one gather. New
+  passes are appended to the cache (an arena of twice the larger groups'
+  members; full, it keeps only each group's latest pass). A cache is a speed
+  knob only: the same ``(group, draw)`` always gives the same document.
 
 Every constant here (``SMALL_PASS``, ``TABLE_ROWS``, the key layout and its 32
 bits) is part of ``SCHEDULE_VERSION`` 4: ``tests/schedule/test_golden.py`` pins them.
@@ -51,8 +52,9 @@ _GAMMA = np.uint64(GAMMA)
 _ONE = np.uint64(1)
 _S32 = np.uint64(32)
 _DROP = np.uint64(64 - KEY_BITS)
-#: Most sort keys packed per ``np.sort`` call (memory of a batch: a few arrays this long).
-_BATCH = 2**22
+#: Most sort keys made at once, and passes sorted together (a speed knob only: a
+#: batch's arrays stay in cache).
+_BATCH = 2**17
 #: Passes at least this long are cached by slices, one at a time (a speed knob only).
 _LONG_PASS = 2**12
 
@@ -112,25 +114,39 @@ def pass_orders(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 def _sort_batch(keys: np.ndarray, sizes: np.ndarray, width: int, out: np.ndarray) -> None:
-    """:func:`pass_orders` of passes that fit one packed sort: ``pass | key | position``."""
+    """:func:`pass_orders` of passes that fit one packed sort: ``pass | key | position``.
+
+    The keys are made ``_BATCH`` at a time (each step stays in cache), then sorted at once.
+    """
     n = out.size
-    one = sizes.size == 1
-    position = np.arange(n, dtype=np.int64)
-    if not one:
-        position -= np.repeat(np.cumsum(sizes) - sizes, sizes)
+    packed = out  # filled in place, sorted, then reduced to the positions
+    if sizes.size == 1:
+        for first in range(0, n, _BATCH):
+            part = packed[first : first + _BATCH]
+            _packed_keys(keys[0], np.arange(first, first + part.size), width, part)
+    else:  # the pass of every entry once; the rest are gathers in order
+        owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+        position = np.arange(n, dtype=np.int64)
+        position -= np.take(np.cumsum(sizes) - sizes, owner)
+        _packed_keys(np.take(keys, owner), position, width, packed)
+        owner <<= KEY_BITS + width
+        packed |= owner
+    packed.sort()
+    packed &= (1 << width) - 1
+
+
+def _packed_keys(key: np.ndarray, position: np.ndarray, width: int, out: np.ndarray) -> None:
+    """``(mix64(key + (position + 1) * GAMMA) >> 32) << width | position`` into ``out``."""
     word = position.astype(np.uint64)
     word += _ONE
     word *= _GAMMA
-    word += keys[0] if one else np.repeat(keys, sizes)
+    word += key
     mix64(word)
     word >>= _DROP  # the key's high KEY_BITS bits
     packed = word.view(np.int64)
     packed <<= width
     packed |= position
-    if not one:
-        packed |= np.repeat(np.arange(sizes.size, dtype=np.int64) << (KEY_BITS + width), sizes)
-    packed.sort()
-    np.bitwise_and(packed, (1 << width) - 1, out=out)
+    out[:] = packed
 
 
 def _sorted_by_keys(key: np.uint64, size: int) -> np.ndarray:
@@ -148,9 +164,10 @@ def _sorted_by_keys(key: np.uint64, size: int) -> np.ndarray:
 class PassTable:
     """Member table of ``G`` groups whose passes are version 4's (a :class:`GroupTable`).
 
-    Memory: ``members`` (N), a cache of N documents when some group has more
-    than ``SMALL_PASS`` members, four int64 per group, and the small groups'
-    table (``TABLE_ROWS`` bytes per member of every size present, at most 2.1 MB).
+    Memory: ``members`` (N), a cache of twice the members of the groups of more
+    than ``SMALL_PASS`` members (documents, the dtype of ``members``), five int64
+    per group, and the small groups' table (``TABLE_ROWS`` bytes per member of
+    every size present, at most 2.1 MB).
 
     Parameters
     ----------
@@ -184,10 +201,11 @@ class PassTable:
         self._present = present.tolist()
         starts = np.zeros(SMALL_PASS + 1, dtype=np.int64)
         starts[present] = TABLE_ROWS * (np.cumsum(present) - present)
-        # One 32-byte row per group, read in one memory access per draw: member
-        # offset, size, group key (its uint64 bits) and either where its size's
-        # rows start in the table (small) or the pass its cache holds (-1: none).
-        self._records = np.zeros((sizes.size, 4), dtype=np.int64)
+        # One row per group, read in one memory access per draw: member offset,
+        # size, group key (its uint64 bits), either where its size's rows start in
+        # the table (small) or the pass its cache holds (-1: none), and where that
+        # pass starts in the cache.
+        self._records = np.zeros((sizes.size, 5), dtype=np.int64)
         self._records[:, 0] = np.cumsum(sizes) - sizes
         self._records[:, 1] = sizes
         self._records[:, 2] = group_keys(seed, purpose, self.keys).view(np.int64)
@@ -196,7 +214,9 @@ class PassTable:
         self.sizes = self._records[:, 1]
         self._keys = self._records[:, 2].view(np.uint64)
         self._table: np.ndarray | None = None
-        self._cache = None if small.all() else np.empty_like(members)
+        large = int(sizes[~small].sum())
+        self._cache = np.empty(2 * large, dtype=members.dtype)
+        self._used = 0  # cache entries written since it was last emptied
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -275,7 +295,7 @@ class PassTable:
         self, group: np.ndarray, record: np.ndarray, passes: np.ndarray, cursor: np.ndarray
     ) -> np.ndarray:
         """Documents of draws of larger groups: their cached pass, else a new one."""
-        where = record[:, 0] + cursor
+        where = record[:, 4] + cursor
         docs = np.take(self._cache, where).astype(np.int64)
         missed = np.flatnonzero(record[:, 3] != passes)
         if missed.size:
@@ -285,7 +305,8 @@ class PassTable:
     def _new_passes(self, group: np.ndarray, passes: np.ndarray, cursor: np.ndarray) -> np.ndarray:
         """Documents of draws whose pass is not cached: make each (group, pass) once.
 
-        The latest pass made for each group goes to its cache, unless it holds a later one.
+        The passes made go to the cache; each group's latest one is its cached
+        pass, unless the cache holds a later one.
         """
         order = np.lexsort((passes, group))
         group, passes = group[order], passes[order]
@@ -295,45 +316,42 @@ class PassTable:
         pair_group, pair_pass = group[new], passes[new]
         sizes = self.sizes[pair_group]
         made = pass_orders(pass_keys(self._keys[pair_group], pair_pass), sizes)
+        if pair_group.size == 1:
+            made += int(self.offsets[pair_group[0]])
+        else:
+            made += np.take(self.offsets[pair_group], np.repeat(np.arange(sizes.size), sizes))
         starts = np.cumsum(sizes) - sizes
-        offsets = self.offsets[pair_group]
+        at = self._room(made.size)
+        documents = self._cache[at : at + made.size]
+        np.take(self.members, made, out=documents)
         docs = np.empty(group.size, dtype=np.int64)
-        where = made[starts[pair_of] + cursor[order]]
-        where += offsets[pair_of]
-        docs[order] = self.members[where]
+        docs[order] = documents[starts[pair_of] + cursor[order]]
         latest = np.ones(pair_group.size, dtype=bool)
         latest[:-1] = pair_group[1:] != pair_group[:-1]
         kept = np.flatnonzero(latest)
         kept = kept[pair_pass[kept] > self._records[pair_group[kept], 3]]
-        self._keep(made, starts[kept], sizes[kept], offsets[kept])
         self._records[pair_group[kept], 3] = pair_pass[kept]
+        self._records[pair_group[kept], 4] = at + starts[kept]
         return docs
 
-    def _keep(
-        self, made: np.ndarray, starts: np.ndarray, sizes: np.ndarray, offsets: np.ndarray
-    ) -> None:
-        """Cache the passes whose orders start at ``starts`` in ``made`` (as documents).
-
-        A long pass is copied by slices (no per-member index arrays); the short
-        ones together.
-        """
-        long = sizes >= _LONG_PASS
-        for start, size, offset in zip(
-            starts[long].tolist(), sizes[long].tolist(), offsets[long].tolist(), strict=True
-        ):
-            np.take(
-                self.members[offset : offset + size],
-                made[start : start + size],
-                out=self._cache[offset : offset + size],
-            )
-        short = np.flatnonzero(~long)
-        if short.size:
-            sizes = sizes[short]
-            within = np.arange(int(sizes.sum()), dtype=np.int64)
-            within -= np.repeat(np.cumsum(sizes) - sizes, sizes)
-            target = np.repeat(offsets[short], sizes) + within
-            within += np.repeat(starts[short], sizes)
-            self._cache[target] = self.members[made[within] + np.repeat(offsets[short], sizes)]
+    def _room(self, n: int) -> int:
+        """Where ``n`` new cache entries go; when full, keep each group's cached pass only."""
+        if self._used + n > self._cache.size:
+            cached = np.flatnonzero(self._records[:, 3] >= 0)
+            sizes = self.sizes[cached]
+            source = np.repeat(self._records[cached, 4] - (np.cumsum(sizes) - sizes), sizes)
+            source += np.arange(int(sizes.sum()), dtype=np.int64)
+            kept = self._cache[source]  # every cached pass, packed at the front
+            self._cache[: kept.size] = kept
+            self._records[cached, 4] = np.cumsum(sizes) - sizes
+            self._used = int(kept.size)
+        if self._used + n > self._cache.size:  # passes asked for at once: room for them
+            grown = np.empty(self._used + n, dtype=self._cache.dtype)
+            grown[: self._used] = self._cache[: self._used]
+            self._cache = grown
+        at = self._used
+        self._used += n
+        return at
 
     def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
         """Total tokens of the first ``counts[g]`` draws of every group (exact).

@@ -72,9 +72,17 @@ class SlabOrder:
         wanted = max(1, -(-self.total // target))
         self.n_slabs = min(2 ** (wanted - 1).bit_length(), 2**20)
         self._starts: dict[int, int] = {0: 0, self.n_slabs: self.total}
+        self._last: tuple[float, np.ndarray] | None = None  # the latest below(x), for the next slab
 
     def below(self, x: float) -> np.ndarray:
-        """Exact count of draws of each appearing cluster with ``tau < x``."""
+        """Exact count of draws of each appearing cluster with ``tau < x`` (a new array)."""
+        if self._last is not None and self._last[0] == x:  # the previous slab's end
+            return self._last[1].copy()
+        count = self._below(x)
+        self._last = (x, count)
+        return count.copy()
+
+    def _below(self, x: float) -> np.ndarray:
         if x <= 0.0:
             return np.zeros_like(self.n)
         if x >= 1.0:
@@ -112,23 +120,33 @@ class SlabOrder:
     def slab(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Group and draw number of every position of slab ``i``, in order (int64)."""
         low = self.below(i / self.n_slabs)
-        high = self.below((i + 1) / self.n_slabs)
-        span = high - low
+        span = self.below((i + 1) / self.n_slabs)
+        span -= low
         which = np.flatnonzero(span)
         span, low = span[which], low[which]
         n = int(span.sum())
         self._starts.setdefault(i + 1, self.slab_start(i) + n)
-        local = np.repeat(np.arange(which.size, dtype=np.int64), span)
+        owner = np.repeat(np.arange(which.size, dtype=np.int64), span)  # cluster-major
         draws = np.arange(n, dtype=np.int64)
-        draws += np.repeat(low - (np.cumsum(span) - span), span)
+        draws += np.take(low - (np.cumsum(span) - span), owner)
         # tau = (j + phi_k) / n_k, the very expression of the definition; on the grid.
-        tau = draws + self.phi[which][local]
-        tau /= self.n[which][local]
+        tau = draws + np.take(self.phi[which], owner)
+        tau /= np.take(self.n[which], owner)
         tau *= float(2**TIME_BITS)
         time = tau.astype(np.int64)
         time -= (i * 2**TIME_BITS) // self.n_slabs
         order = _by_time(time, n)
-        return self.clusters[which[local[order]]], draws[order]
+        groups = self.clusters[which]
+        shift = max(int((low + span).max(initial=1)), 1).bit_length()  # of every draw number
+        if (int(groups.max(initial=0)) >> (62 - shift)) == 0:  # one gather of both, packed
+            both = np.take(groups, owner)
+            both <<= shift
+            both |= draws
+            both = np.take(both, order)
+            draws = both & ((1 << shift) - 1)
+            both >>= shift
+            return both, draws
+        return np.take(groups, np.take(owner, order)), np.take(draws, order)
 
     def counts_before(self, position: int) -> np.ndarray:
         """Draws of every group (length G) among the first ``position`` positions."""

@@ -254,7 +254,7 @@ class TreeWindows:
 
     def _top(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept candidates of a chunk, their draw numbers, and which take their last draw."""
-        if self.listed.size < 4 * candidates.size:
+        if self.listed.size < 4 * candidates.size:  # most candidates repeat: rank by a sort
             ranks, _, lasts = ranked_by_sort_with_lasts(candidates)
         else:
             ranks, lasts = ranked_among_equal_with_lasts(candidates, self._scratch)
