@@ -293,13 +293,14 @@ def table(args: argparse.Namespace) -> None:
     """The K x order x R grid: build time / permutation time and peak RSS, per row."""
     policies = args.policies.split(",")
     clusters = [int(k) for k in args.table_clusters.split(",")] if args.table_clusters else None
+    grid_repeats = args.table_repeats.split(",") if args.table_repeats else TABLE_REPEATS
     rows = []
     for policy in policies:
         for k in clusters or TABLE_CLUSTERS:
             for order in TABLE_ORDERS:
                 if order == "planned" and policy in ("hierarchical", "random"):
                     continue  # hierarchical is online only; random has no clusters to plan
-                for repeats in TABLE_REPEATS:
+                for repeats in grid_repeats:
                     if policy == "uniform" and repeats != "none":
                         continue  # uniform never clips
                     r = None if repeats == "none" else int(repeats)
@@ -360,6 +361,9 @@ def main() -> None:
         "--policies", default="clusterclip", help="--table: comma-separated policies"
     )
     parser.add_argument("--table-clusters", default=None, help="--table: comma-separated K")
+    parser.add_argument(
+        "--table-repeats", default=None, help="--table: comma-separated R (none: no cap)"
+    )
     parser.add_argument("--policy", default="clusterclip", help=argparse.SUPPRESS)
     parser.add_argument("--order", default="online", help=argparse.SUPPRESS)
     parser.add_argument("--max-repeats", default="4", help="--many-clusters: R, or none")
