@@ -249,6 +249,19 @@ def test_config_records_the_tree_only_when_given(skewed_labels):
 # --------------------------------------------------------------------------- inputs
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree_cases())
+def test_the_quick_check_of_levels_gives_the_sorted_checks_tree(case):
+    """Valid levels over dense ids skip the sort; the tree is the same either way."""
+    from clusterclip.schedule import hierarchy
+
+    labels, levels, _ = case
+    quick = validate_levels(levels, labels)
+    checked = hierarchy._checked_tree(np.asarray(levels, dtype=np.int64), labels)
+    assert quick.leaf_ids.tolist() == checked.leaf_ids.tolist()
+    assert quick.paths.tolist() == checked.paths.tolist()
+
+
 def test_a_leaf_with_two_parents_is_named_with_its_rows():
     labels = np.array([0, 1, 1, 2, 1])
     levels = np.array([[0, 0], [0, 1], [0, 1], [1, 2], [0, 2]])

@@ -39,6 +39,7 @@ import numpy as np
 
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64
 from clusterclip.schedule.grouping import NO_CAP
+from clusterclip.schedule.groups import sorted_with_order
 from clusterclip.schedule.protocols import Segment
 from clusterclip.schedule.seeds import PURPOSE_TREE
 from clusterclip.schedule.sources import counts_without_tail
@@ -213,6 +214,7 @@ class TreeWindows:
         self.chunk = CHUNK if self.top_caps.size > FEW_ENTRIES else WINDOW
         self.position = 0
         self.next_n = [np.zeros(level.keys.size, dtype=np.int64) for level in self.levels]
+        self._scratches: dict[int, np.ndarray] = {}
 
     def _start_window(self) -> None:
         if 4 * self.n_clipped_listed > self.listed.size:  # compact: clipped ones cost draws
@@ -285,7 +287,7 @@ class TreeWindows:
         below = self.levels[depth + 1] if depth + 1 < len(self.levels) else None
         child_counts = self.counts if below is None else below.counts
         child_caps = self.caps if below is None else below.caps
-        _, order, _ = ranked_by_sort_with_lasts(entries)  # positions by (node, position)
+        order = _by_node(entries, self.levels[depth].keys.size)  # positions by (node, position)
         sorted_nodes = entries[order]
         head = np.flatnonzero(np.concatenate(([True], sorted_nodes[1:] != sorted_nodes[:-1])))
         nodes = sorted_nodes[head]
@@ -296,18 +298,24 @@ class TreeWindows:
         pending = np.arange(nodes.size)
         while pending.size:
             child, n, owner = self._candidates(depth, nodes[pending], need[pending])
-            ranks, _, _ = ranked_by_sort_with_lasts(child)  # a child has one parent: one owner
-            drawn = child_counts[child] + ranks
-            ok = drawn < child_caps[child]
+            # A child has one parent, so its candidates are one node's: rank them.
+            if child_caps.size >= 4 * child.size:
+                ranks = ranked_among_equal_with_lasts(child, self._scratch_of(depth))[0]
+            else:
+                ranks = ranked_by_sort_with_lasts(child)[0]
+            drawn = np.take(child_counts, child)
+            drawn += ranks
+            ok = drawn < np.take(child_caps, child)
             # The first `need` kept candidates of each node are its positions' children.
             first_of = np.searchsorted(owner, np.arange(pending.size))
             kept_before = np.cumsum(ok) - ok
-            kept_before -= kept_before[first_of][owner]
-            take = np.flatnonzero(ok & (kept_before < need[pending][owner]))
-            taken_owner = owner[take]
-            children[slot[pending][taken_owner] + kept_before[take]] = child[take]
-            draws[slot[pending][taken_owner] + kept_before[take]] = drawn[take]
-            self._count(depth, child[take], drawn[take], child_counts, child_caps)
+            kept_before -= np.take(kept_before[first_of], owner)
+            take = np.flatnonzero(ok & (kept_before < np.take(need[pending], owner)))
+            taken_owner, taken_child, taken_draws = owner[take], child[take], drawn[take]
+            into = slot[pending][taken_owner] + kept_before[take]
+            children[into] = taken_child
+            draws[into] = taken_draws
+            self._count(depth, taken_child, taken_draws, child_counts, child_caps)
             got = np.bincount(taken_owner, minlength=pending.size)
             done = got == need[pending]
             # A node that got its children resumes after the last one taken; the
@@ -315,9 +323,8 @@ class TreeWindows:
             resume = n[first_of] + np.diff(np.append(first_of, owner.size))
             if take.size:
                 last = np.flatnonzero(np.append(taken_owner[1:] != taken_owner[:-1], True))
-                resume[taken_owner[last]] = np.where(
-                    done[taken_owner[last]], n[take[last]] + 1, resume[taken_owner[last]]
-                )
+                finished = done[taken_owner[last]]
+                resume[taken_owner[last[finished]]] = n[take[last[finished]]] + 1
             self.next_n[depth][nodes[pending]] = resume
             slot[pending] += got
             need[pending] -= got
@@ -326,8 +333,16 @@ class TreeWindows:
         result_draws = np.empty(entries.size, dtype=np.int64)
         result_child[order] = children
         result_draws[order] = draws
-        final = result_draws + 1 == child_caps[result_child]
+        final = result_draws + 1 == np.take(child_caps, result_child)
         return result_child, result_draws, final
+
+    def _scratch_of(self, depth: int) -> np.ndarray:
+        """Scratch for ranking the children of level ``depth`` (one entry per child)."""
+        size = self.caps.size if depth + 1 == len(self.levels) else self.levels[depth + 1].caps.size
+        scratch = self._scratches.get(depth)
+        if scratch is None:
+            scratch = self._scratches[depth] = np.empty(size, dtype=np.int32)
+        return scratch
 
     def _candidates(
         self, depth: int, nodes: np.ndarray, need: np.ndarray
@@ -341,7 +356,7 @@ class TreeWindows:
         many = need + need // 4 + 4
         owner = np.repeat(np.arange(nodes.size, dtype=np.int64), many)
         n = np.arange(owner.size, dtype=np.int64)
-        n -= np.repeat(np.cumsum(many) - many - self.next_n[depth][nodes], many)
+        n -= np.take(np.cumsum(many) - many - self.next_n[depth][nodes], owner)
         window_keys = np.full(nodes.size, self.window + 1, dtype=np.uint64)
         window_keys *= _GAMMA
         window_keys += level.keys[nodes]
@@ -349,16 +364,16 @@ class TreeWindows:
         word = n.astype(np.uint64)
         word += _ONE
         word *= _GAMMA
-        word += np.repeat(window_keys, many)
+        word += np.take(window_keys, owner)
         mix64(word)
         word >>= _S11
         u = word.astype(np.float64)
         u *= 2.0**-53
-        m = np.repeat(level.listed[nodes], many)
+        m = np.take(level.listed[nodes], owner)
         index = (u * m).astype(np.int64)
         np.minimum(index, m - 1, out=index)
-        index += np.repeat(level.start[nodes], many)
-        return level.children[index], n, owner
+        index += np.take(level.start[nodes], owner)
+        return np.take(level.children, index), n, owner
 
     def _count(
         self,
@@ -369,16 +384,18 @@ class TreeWindows:
         child_caps: np.ndarray,
     ) -> None:
         """Apply draws taken at ``depth`` to the children's counts; note the exhausted ones."""
-        if not child.size:
-            return
-        _, _, lasts = ranked_by_sort_with_lasts(
-            child
-        )  # a child's draws ascend: its last is its count
-        child, after = child[lasts], draws[lasts] + 1
-        child_counts[child] = after
-        exhausted = child[after == child_caps[child]]
+        np.add.at(child_counts, child, 1)
+        exhausted = child[draws + 1 == np.take(child_caps, child)]  # each one's last draw, once
         if exhausted.size:
-            np.add.at(self.levels[depth].dead, self.levels[depth].parent_of_child[exhausted], 1)
+            level = self.levels[depth]
+            np.add.at(level.dead, np.take(level.parent_of_child, exhausted), 1)
+
+
+def _by_node(entries: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Positions ordered by (node, position): a radix sort of 16-bit nodes, else a packed sort."""
+    if n_nodes <= 2**16:
+        return np.argsort(entries.astype(np.uint16), kind="stable")
+    return sorted_with_order(entries)[1]
 
 
 class TreeSource:
