@@ -17,12 +17,25 @@ Each build runs in a child process of its own, which reports its wall time and
 its peak resident memory (``ru_maxrss``: labels, schedule and statistics
 included), next to a child running ``rng.permutation(T)``; rounds alternate.
 
+``--table`` prints the figure the schedule core is held to: for K = 10, 10^2, ...,
+10^6 clusters (N = 10^7 documents, cluster sizes drawn uniformly in 1..2N/K and
+scaled to sum to N, shuffled), each order (online, planned) and each
+``--max-repeats`` of 1, 2, 4, 8 and none, one ``build_schedule`` of
+T = min(10^7, R N) draws per fresh child process, against a child running
+``rng.permutation(T)``; it prints the best time of each over the rounds, the
+range of the per-round ratios (the machine may be shared), and the build's
+peak RSS. ``--policies`` adds rows for the other policies (``hierarchical``
+with one level of about sqrt(K) top nodes, online only; ``temperature`` with
+alpha 0.5; ``uniform`` and ``random`` ignore or need no clusters' R).
+
 Run::
 
     PYTHONPATH=src python benchmarks/bench_schedule.py            # N=10M, K=2000, T=50M
     PYTHONPATH=src python benchmarks/bench_schedule.py --quick    # N=1M, K=500, T=5M
     PYTHONPATH=src python benchmarks/bench_schedule.py --many-clusters   # K=10^6 tiny, T=10^7
-    ... --schedule-version 3   # the opt-in rule for very many small clusters
+    PYTHONPATH=src python benchmarks/bench_schedule.py --table --rounds 3
+    PYTHONPATH=src python benchmarks/bench_schedule.py --table --policies clusterclip,random
+    ... --schedule-version 1   # an older draw rule (default: the rule of new schedules)
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import argparse
 import gc
 import json
 import os
+import platform
 import resource
 import subprocess
 import sys
@@ -183,6 +197,153 @@ def many_clusters(args: argparse.Namespace) -> None:
     )
 
 
+#: --table: documents, draws, and the grid.
+TABLE_DOCUMENTS = 10_000_000
+TABLE_DRAWS = 10_000_000
+TABLE_CLUSTERS = (10, 100, 1_000, 10_000, 100_000, 1_000_000)
+TABLE_REPEATS = ("1", "2", "4", "8", "none")
+TABLE_ORDERS = ("online", "planned")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, as ``lscpu`` prints it)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def table_sizes(n_clusters: int, n_documents: int = TABLE_DOCUMENTS) -> np.ndarray:
+    """K cluster sizes drawn uniformly in 1..2N/K, scaled to sum to exactly N (each >= 1)."""
+    rng = np.random.default_rng(n_clusters)
+    mean = n_documents // n_clusters
+    raw = rng.integers(0, 2 * mean + 1, n_clusters).astype(np.float64) + 1e-9
+    sizes = 1 + np.floor(raw / raw.sum() * (n_documents - n_clusters)).astype(np.int64)
+    sizes[: n_documents - int(sizes.sum())] += 1
+    return sizes
+
+
+def table_corpus(n_clusters: int, policy: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Shuffled labels of :func:`table_sizes`, and for ``hierarchical`` one level of parents."""
+    sizes = table_sizes(n_clusters)
+    labels = np.repeat(np.arange(n_clusters, dtype=np.int64), sizes)
+    labels = labels[np.random.default_rng(1).permutation(labels.size)]
+    levels = None
+    if policy == "hierarchical":  # ~sqrt(K) top nodes of uneven fan-out
+        n_top = max(1, int(round(n_clusters**0.5)))
+        top = np.random.default_rng(2).integers(0, n_top, n_clusters) if n_top > 1 else None
+        top_of = np.zeros(n_clusters, np.int64) if top is None else top
+        top_of[:n_top] = np.arange(n_top)
+        levels = top_of[labels][:, None]
+    return labels, levels
+
+
+def table_draws(n_clusters: int, policy: str, repeats: int | None) -> int:
+    if repeats is None or policy == "uniform":
+        return TABLE_DRAWS
+    return min(TABLE_DRAWS, repeats * TABLE_DOCUMENTS)
+
+
+def table_child(args: argparse.Namespace) -> None:
+    """One measured build (or permutation) of the --table grid in this fresh process."""
+    repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
+    draws = args.draws
+    labels = levels = None
+    if args.policy != "permutation":
+        labels, levels = table_corpus(args.clusters, args.policy)
+    before = _resident_mib()
+    start = time.perf_counter()
+    if labels is None:
+        np.random.default_rng(0).permutation(draws)
+    else:
+        kwargs = {"alpha": 0.5} if args.policy == "temperature" else {}
+        if levels is not None:
+            kwargs["levels"] = levels
+        schedule = build_schedule(
+            labels,
+            policy=args.policy,
+            max_repeats=repeats,
+            num_samples=draws,
+            order=args.order,
+            seed=0,
+            schedule_version=VERSION,
+            **kwargs,
+        )
+        assert len(schedule) == draws, (len(schedule), draws)
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
+    print(json.dumps({"wall": wall, "peak_mib": peak, "before_mib": before}))
+
+
+def _table_run(policy: str, clusters: int, order: str, repeats: str, draws: int) -> dict:
+    command = [sys.executable, __file__, "--child", "table", "--policy", policy]
+    command += ["--clusters", str(clusters), "--order", order, "--max-repeats", repeats]
+    command += ["--draws", str(draws)]
+    if VERSION is not None:
+        command += ["--schedule-version", str(VERSION)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(args: argparse.Namespace) -> None:
+    """The K x order x R grid: build time / permutation time and peak RSS, per row."""
+    policies = args.policies.split(",")
+    clusters = [int(k) for k in args.table_clusters.split(",")] if args.table_clusters else None
+    grid_repeats = args.table_repeats.split(",") if args.table_repeats else TABLE_REPEATS
+    rows = []
+    for policy in policies:
+        for k in clusters or TABLE_CLUSTERS:
+            for order in TABLE_ORDERS:
+                if order == "planned" and policy in ("hierarchical", "random"):
+                    continue  # hierarchical is online only; random has no clusters to plan
+                for repeats in grid_repeats:
+                    if policy == "uniform" and repeats != "none":
+                        continue  # uniform never clips
+                    r = None if repeats == "none" else int(repeats)
+                    rows.append((policy, k, order, repeats, table_draws(k, policy, r)))
+    version = "the default rule" if VERSION is None else f"schedule_version={VERSION}"
+    print(
+        f"CPU: {cpu_model()}; N={TABLE_DOCUMENTS:,} documents, {version}; "
+        f"{args.rounds} rounds, each build and permutation in a fresh child"
+    )
+    lengths = sorted({row[4] for row in rows})
+    bases: dict[int, list[float]] = {t: [] for t in lengths}
+    walls: dict[tuple, list[float]] = {row: [] for row in rows}
+    peaks: dict[tuple, float] = {row: 0.0 for row in rows}
+    ratios: dict[tuple, list[float]] = {row: [] for row in rows}
+    for _ in range(args.rounds):  # the machine is shared: interleave, keep the best
+        for t in lengths:
+            bases[t].append(_table_run("permutation", 1, "online", "none", t)["wall"])
+        for row in rows:
+            result = _table_run(*row)
+            walls[row].append(result["wall"])
+            peaks[row] = max(peaks[row], result["peak_mib"])
+            ratios[row].append(result["wall"] / bases[row[4]][-1])
+        print(f"  round done ({len(rows)} builds)", file=sys.stderr, flush=True)
+    for t in lengths:
+        shown = ", ".join(f"{w:.2f}" for w in bases[t])
+        print(f"permutation({t:,}): best {min(bases[t]):.2f} s (rounds: {shown})")
+    print(
+        f"{'policy':>12} {'K':>9} {'order':>8} {'R':>5} {'T':>11} {'best s':>7} "
+        f"{'ratio':>6} {'per-round ratios':>17} {'peak RSS':>9}"
+    )
+    worst = 0.0
+    for row in rows:
+        policy, k, order, repeats, t = row
+        ratio = min(walls[row]) / min(bases[t])
+        worst = max(worst, ratio)
+        spread = f"{min(ratios[row]):.1f}-{max(ratios[row]):.1f}"
+        print(
+            f"{policy:>12} {k:>9,} {order:>8} {repeats:>5} {t:>11,} {min(walls[row]):7.2f} "
+            f"{ratio:6.2f} {spread:>17} {peaks[row]:6.0f} MiB"
+        )
+    print(f"largest ratio (best build / best permutation): {worst:.2f}  (target <= 3)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N=1M, K=500, T=5M")
@@ -191,11 +352,25 @@ def main() -> None:
         action="store_true",
         help="K=10^6 clusters of 1..20 documents, T=10^7: dense and sparse ids, in children",
     )
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="K = 10..10^6 x order x R: build time / permutation time and peak RSS, in children",
+    )
+    parser.add_argument(
+        "--policies", default="clusterclip", help="--table: comma-separated policies"
+    )
+    parser.add_argument("--table-clusters", default=None, help="--table: comma-separated K")
+    parser.add_argument(
+        "--table-repeats", default=None, help="--table: comma-separated R (none: no cap)"
+    )
+    parser.add_argument("--policy", default="clusterclip", help=argparse.SUPPRESS)
+    parser.add_argument("--order", default="online", help=argparse.SUPPRESS)
     parser.add_argument("--max-repeats", default="4", help="--many-clusters: R, or none")
     parser.add_argument(
         "--child",
-        choices=("permutation", "dense", "sparse"),
-        help="one measured run of --many-clusters, in this process (prints JSON)",
+        choices=("permutation", "dense", "sparse", "table"),
+        help="one measured run of --many-clusters or --table, in this process (prints JSON)",
     )
     parser.add_argument("--documents", type=int, default=None)
     parser.add_argument("--clusters", type=int, default=None)
@@ -208,6 +383,12 @@ def main() -> None:
     args = parser.parse_args()
     global VERSION
     VERSION = args.schedule_version
+    if args.child == "table":
+        table_child(args)
+        return
+    if args.table:
+        table(args)
+        return
     if args.child:
         repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
         child(args.child, args.clusters, args.draws, repeats)

@@ -6,7 +6,10 @@ position block (``block_uniforms``), the pass permutations of a group
 (``chunk_permutations``) and the planned phases (``planned_phases``) for
 versions 1 and 2; for version 3 the candidates of a window (the generator of
 ``seed_sequence(seed, PURPOSE_CHOICE_V3, w)``) and the pass permutation of a
-group (``FeistelGroups`` of that one group, keyed by its cluster id).
+group (``FeistelGroups`` of that one group, keyed by its cluster id); for
+version 4 the same candidates and small groups' passes, while the larger
+groups' pass orders (splitmix64 sort keys), the streams of a tree's inner
+nodes and the planned order's time grid are recomputed here in Python ints.
 Everything else -- clusters, weights, the active set, the clip, the draw
 counts, passes and cursors, the plan, the interleaving, the token budget and
 the fallback -- is recomputed here step by step.
@@ -18,7 +21,7 @@ import math
 
 import numpy as np
 
-from clusterclip.schedule.engine import block_uniforms
+from clusterclip.schedule.choosers import block_uniforms
 from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import (
     CHOICE_BLOCK,
@@ -31,7 +34,31 @@ from clusterclip.schedule.groups import (
     seed_sequence,
 )
 from clusterclip.schedule.planned import planned_phases
+from clusterclip.schedule.seeds import PURPOSE_TREE
 from clusterclip.schedule.windows import WINDOW
+
+_MASK64 = 2**64 - 1
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def mix64(z):
+    """splitmix64's output function, on a Python int."""
+    z &= _MASK64
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & _MASK64
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def key_of(seed, purpose, key):
+    """``G``: a group's (or a tree node's) 64-bit key."""
+    return mix64(key ^ mix64(mix64(seed) ^ purpose))
+
+
+def step_key(base, step):
+    """Output ``step`` of the splitmix64 stream seeded with ``base``."""
+    return mix64(base + (step + 1) * _GAMMA)
 
 
 class _Group:
@@ -43,7 +70,9 @@ class _Group:
         self.drawn = 0
         self._chunk, self._rows = -1, None
         self.feistel = None
-        if version == 3:
+        self.version = version
+        self._pass, self._order = -1, None
+        if version in (3, 4):
             self.feistel = FeistelGroups(
                 np.array(self.members, dtype=np.int64),
                 np.array([len(self.members)]),
@@ -53,7 +82,15 @@ class _Group:
             )
 
     def document(self, draw):
-        if self.feistel is not None:  # version 3: one bijection per pass
+        size = len(self.members)
+        if self.version == 4 and size > 32:  # members by their splitmix64 sort keys
+            pass_number, cursor = divmod(draw, size)
+            if pass_number != self._pass:
+                pass_key = step_key(key_of(self.seed, self.purpose, self.key), pass_number)
+                keys = [(step_key(pass_key, i) >> 32, i) for i in range(size)]
+                self._pass, self._order = pass_number, [i for _, i in sorted(keys)]
+            return self.members[self._order[cursor]]
+        if self.feistel is not None:  # versions 3 and 4: the small groups' table
             return self.members[int(self.feistel.positions(np.array([0]), np.array([draw]))[0])]
         size = len(self.members)
         pass_number, cursor = divmod(draw, size)
@@ -128,6 +165,76 @@ class _Windows:
             while i < m and not u < cumulative[i] / acc:
                 i += 1
             self.queue.append(self.listed[min(i, m - 1)])
+
+
+class _Tree:
+    """Version 4 down a cluster tree: top nodes by windows, then each node's own stream."""
+
+    def __init__(self, seed, paths, is_clipped):
+        self.seed = seed
+        self.is_clipped = is_clipped
+        paths = {leaf: tuple(path[:-1]) for leaf, path in paths.items()}  # ancestors only
+        while (
+            paths and len(next(iter(paths.values()))) and len({p[0] for p in paths.values()}) == 1
+        ):
+            paths = {leaf: p[1:] for leaf, p in paths.items()}  # a lone top node
+        self.paths = paths
+        self.depth = len(next(iter(paths.values())))
+        if self.depth == 0:
+            return
+        ids = [sorted({p[level] for p in paths.values()}) for level in range(self.depth)]
+        first, self.gid = 0, []
+        for level_ids in ids:  # nodes numbered level after level, ascending id
+            self.gid.append({node: first + i for i, node in enumerate(level_ids)})
+            first += len(level_ids)
+        self.children = {}
+        for leaf, p in paths.items():
+            for level in range(self.depth):
+                child = p[level + 1] if level + 1 < self.depth else leaf
+                self.children.setdefault((level, p[level]), set()).add(child)
+        self.children = {node: sorted(kids) for node, kids in self.children.items()}
+        self.listed = dict(self.children)
+        self.leaves_of = {}
+        for leaf, p in paths.items():
+            for level in range(self.depth):
+                self.leaves_of.setdefault((level, p[level]), []).append(leaf)
+        top = {node: 1.0 for node in ids[0]}
+        self.windows = _Windows(seed, top, top)
+        self.window = -1
+        self.counter = {}
+
+    def exhausted(self, level, node):
+        if level == self.depth:
+            return self.is_clipped(node)
+        return all(self.is_clipped(leaf) for leaf in self.leaves_of[(level, node)])
+
+    def _new_window(self):
+        self.window = self.windows.window - 1
+        self.counter = {}
+        for node, listed in self.listed.items():
+            dead = sum(1 for child in listed if self.exhausted(node[0] + 1, child))
+            if 4 * dead > len(listed):
+                self.listed[node] = [c for c in listed if not self.exhausted(node[0] + 1, c)]
+
+    def next(self, is_clipped):
+        top = self.windows.next(lambda node: self.exhausted(0, node))
+        if top is None:
+            return None
+        if self.windows.window - 1 != self.window:
+            self._new_window()
+        node = top
+        for level in range(self.depth):
+            listed = self.listed[(level, node)]
+            base = step_key(key_of(self.seed, PURPOSE_TREE, self.gid[level][node]), self.window)
+            while True:
+                n = self.counter.get((level, node), 0)
+                self.counter[(level, node)] = n + 1
+                u = (step_key(base, n) >> 11) / 2**53
+                child = listed[min(int(u * len(listed)), len(listed) - 1)]
+                if not self.exhausted(level + 1, child):
+                    break
+            node = child
+        return node
 
 
 def _weights(labels, policy, alpha, cluster_weights):
@@ -263,15 +370,28 @@ def oracle_schedule(
         draws = []
         for index, k in enumerate(sorted(groups)):
             for j in range(plan[k]):
-                draws.append(((j + phases[index]) / plan[k], index, k))
+                tau = (j + phases[index]) / plan[k]
+                if schedule_version == 4:  # on a grid of 2**-40, then cluster, then draw
+                    draws.append((math.floor(tau * 2**40), index, j, k))
+                else:
+                    draws.append((tau, index, j, k))
         draws.sort()
-        planned_sequence = [k for _, _, k in draws]
+        planned_sequence = [k for *_, k in draws]
 
     uniforms = _Uniforms(seed)
-    windows = _Windows(seed, groups, weights) if schedule_version == 3 else None
 
     def is_clipped(k):
         return caps is not None and groups[k].drawn >= caps[k]
+
+    windows = tree = None
+    if schedule_version == 4 and paths is not None:
+        tree = _Tree(seed, paths, is_clipped)
+        if tree.depth == 0:  # a lone top node over every cluster: the flat rule
+            tree = None
+    if tree is not None:
+        windows = tree
+    elif schedule_version in (3, 4):
+        windows = _Windows(seed, groups, weights)
 
     active = sorted(groups)  # clusters not yet clipped, by id; shrinks at each clip
     active_weights = [weights[k] for k in active]

@@ -64,9 +64,11 @@ def test_run_summary_prints_the_advice(capsys):
     assert "advice" not in capsys.readouterr().out
     result["n_clusters"] = MANY_CLUSTERS
     print_summary(result, 1.0)
-    assert (
-        f"advice:      {MANY_CLUSTERS:,} clusters: --schedule-version 3" in capsys.readouterr().out
-    )
+    assert "schedule version" not in capsys.readouterr().out  # the default rule: no advice
+    result["schedule"]["config"]["schedule_version"] = 1
+    print_summary(result, 1.0)
+    advice = f"advice:      {MANY_CLUSTERS:,} clusters: schedule version 1 builds"
+    assert advice in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -74,29 +76,32 @@ def test_run_summary_prints_the_advice(capsys):
     [
         ("clusterclip", "online", 2, MANY_CLUSTERS, True),
         ("uniform", "online", 1, 10**6, True),
-        ("temperature", "online", 2, 10**6, True),
-        ("clusterclip", "online", 2, MANY_CLUSTERS - 1, False),  # the same speed below
-        ("clusterclip", "online", 3, 10**6, False),  # already version 3
-        ("clusterclip", "planned", 2, 10**6, False),  # not measured
-        ("hierarchical", "online", 2, 10**6, False),  # version 3 does not draw trees
-        ("random", "online", 2, 10**6, False),  # one group, no cluster to pay for
+        ("temperature", "planned", 3, 10**6, True),
+        ("hierarchical", "online", 1, 10**6, True),
+        ("clusterclip", "online", 1, MANY_CLUSTERS - 1, False),  # about the same speed below
+        ("clusterclip", "online", 4, 10**6, False),  # the default rule
+        ("clusterclip", "online", None, 10**6, False),  # the default rule, unresolved
+        ("random", "online", 1, 10**6, False),  # one group, no cluster to pay for
     ],
 )
-def test_rule_advice_only_for_many_clusters_on_the_default_rule(
+def test_rule_advice_only_for_many_clusters_on_an_older_rule(
     policy, order, version, n_clusters, advised
 ):
     advice = rule_advice(policy, order, version, n_clusters)
     assert (advice is not None) == advised
     if advised:
-        assert f"{n_clusters:,} clusters: --schedule-version 3" in advice
+        assert f"{n_clusters:,} clusters: schedule version {version} builds" in advice
+        assert "leave --schedule-version unset" in advice
 
 
-@pytest.mark.parametrize(("version", "advised"), [([], True), (["--schedule-version", "3"], False)])
-def test_schedule_summary_suggests_version_3_for_many_clusters(tmp_path, capsys, version, advised):
+@pytest.mark.parametrize(("version", "advised"), [([], False), (["--schedule-version", "1"], True)])
+def test_schedule_summary_suggests_the_default_rule_for_many_clusters(
+    tmp_path, capsys, version, advised
+):
     labels = np.arange(MANY_CLUSTERS, dtype=np.int64)  # one document per cluster
     np.save(tmp_path / "labels.npy", labels)
     argv = ["schedule", "--labels", str(tmp_path / "labels.npy"), "--num-samples", "1000",
             "--out", str(tmp_path / "schedule.npy"), *version]  # fmt: skip
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert ("--schedule-version 3 builds" in text) == advised
+    assert ("leave --schedule-version unset" in text) == advised

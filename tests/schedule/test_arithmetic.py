@@ -17,15 +17,14 @@ from hypothesis import strategies as st
 
 from clusterclip.errors import ClusterClipError, spelled_as_flags
 from clusterclip.schedule import SCHEDULE_VERSION, build_schedule, iter_schedule
+from clusterclip.schedule.choosers import block_uniforms
 from clusterclip.schedule.config import schedule_version_for
-from clusterclip.schedule.engine import NO_CAP, _caps, block_uniforms
 from clusterclip.schedule.groups import (
     PURPOSE_CHOICE,
     PURPOSE_CLUSTER_PASS,
     PURPOSE_FALLBACK_PASS,
     PURPOSE_PHASE,
     PURPOSE_RANDOM_PASS,
-    _generators,
     chunk_permutations,
     entropy_words,
     pcg64_seeds,
@@ -33,6 +32,8 @@ from clusterclip.schedule.groups import (
 )
 from clusterclip.schedule.planned import planned_phases
 from clusterclip.schedule.policy import SchedulePolicy
+from clusterclip.schedule.prepare import NO_CAP, group_caps
+from clusterclip.schedule.seeds import generators
 
 SEED_MAX = 2**63 - 1
 LABELS = np.repeat(np.arange(6), [1, 2, 3, 5, 8, 13])[np.random.default_rng(0).permutation(32)]
@@ -88,7 +89,7 @@ def test_a_cap_the_budget_cannot_reach_is_no_cap(max_repeats, order, policy, tok
 )
 def test_caps_never_overflow(sizes, max_repeats):
     sizes = np.array(sizes, dtype=np.int64)
-    caps, total = _caps(sizes, max_repeats)
+    caps, total = group_caps(sizes, max_repeats)
     exact = [max_repeats * int(s) for s in sizes]
     for cap, want in zip(caps.tolist(), exact, strict=True):
         assert cap == (want if want <= NO_CAP else NO_CAP)  # NO_CAP: never reached
@@ -212,9 +213,10 @@ def test_seeds_below_2_32_keep_their_streams():
     assert schedule_version_for(2**32 - 1) == 1 and schedule_version_for(2**32) == 2
     old = SchedulePolicy(num_samples=3, seed=2**40, schedule_version=2).config_for(LABELS)
     assert old.schedule_version == 2  # a checkpoint of the version-1 stream is refused
-    config = SchedulePolicy(num_samples=3, seed=2**40).config_for(LABELS)
-    assert config.schedule_version == SCHEDULE_VERSION == 2  # the default rule, by seed
-    assert SchedulePolicy(num_samples=3, seed=5).config_for(LABELS).schedule_version == 1
+    assert SchedulePolicy(num_samples=3, seed=5, schedule_version=1).config_for(LABELS)
+    for seed in (5, 2**40):  # new schedules: the default rule, whatever the seed
+        config = SchedulePolicy(num_samples=3, seed=seed).config_for(LABELS)
+        assert config.schedule_version == SCHEDULE_VERSION == 4
     opt_in = SchedulePolicy(num_samples=3, seed=2**40, schedule_version=3).config_for(LABELS)
     assert opt_in.schedule_version == 3
 
@@ -250,8 +252,8 @@ def test_bulk_seed_states_equal_numpy_seed_sequence(words, rows):
     size=st.integers(2, 40),
 )
 def test_bulk_generators_equal_the_reference_permutations(seed, keys, chunk, size):
-    generators = _generators(seed, PURPOSE_CLUSTER_PASS, np.array(keys), np.full(len(keys), chunk))
-    for key, rng in zip(keys, generators, strict=True):
+    made = generators(seed, PURPOSE_CLUSTER_PASS, np.array(keys), np.full(len(keys), chunk))
+    for key, rng in zip(keys, made, strict=True):
         reference = chunk_permutations(seed, PURPOSE_CLUSTER_PASS, key, chunk, size, rows=2)
         got = np.stack([rng.permutation(size), rng.permutation(size)])
         assert np.array_equal(got, reference)

@@ -6,12 +6,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterclip.schedule.engine import (
-    _grouped_by_label,
-    _GroupOf,
-    _is_dense,
-    _members_by_group,
-    _present_clusters,
+from clusterclip.schedule.grouping import (
+    GroupIndex,
+    grouped_by_label,
+    is_dense,
+    members_by_group,
+    present_clusters,
 )
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -20,9 +20,9 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 def by_count_and_index(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Present clusters (a count or a sort of the labels), then a group index per document."""
     max_label = int(labels.max())
-    ids, sizes = _present_clusters(labels, max_label)
-    group_of = _GroupOf(ids, max_label, _is_dense(labels, max_label))
-    return ids, sizes, _members_by_group(labels, group_of)
+    ids, sizes = present_clusters(labels, max_label)
+    group_of = GroupIndex(ids, max_label, is_dense(labels, max_label))
+    return ids, sizes, members_by_group(labels, group_of)
 
 
 @st.composite
@@ -43,7 +43,7 @@ def label_arrays(draw):
 @SETTINGS
 @given(labels=label_arrays())
 def test_one_sort_groups_like_count_and_index(labels):
-    got = _grouped_by_label(labels, int(labels.max()))
+    got = grouped_by_label(labels, int(labels.max()))
     assert got is not None
     expected = by_count_and_index(labels)
     for mine, theirs in zip(got, expected, strict=True):
@@ -51,20 +51,20 @@ def test_one_sort_groups_like_count_and_index(labels):
         assert mine.tolist() == theirs.tolist()
 
 
-def test_one_sort_across_label_chunks(monkeypatch):
+def test_one_sort_acrosslabel_chunks(monkeypatch):
     """Clusters that straddle the chunks the labels are read in."""
-    import clusterclip.schedule.engine as engine
+    import clusterclip.schedule.grouping as grouping
 
-    monkeypatch.setattr(engine, "_LABEL_CHUNK", 7)
+    monkeypatch.setattr(grouping, "LABEL_CHUNK", 7)
     rng = np.random.default_rng(4)
     for n_ids in (1, 3, 40):
         labels = np.sort(rng.integers(-1, n_ids, 200))  # long runs: every chunk edge inside one
         labels[rng.random(200) < 0.5] = rng.integers(-1, n_ids)
-        got = _grouped_by_label(labels, int(labels.max()))
+        got = grouped_by_label(labels, int(labels.max()))
         assert [a.tolist() for a in got] == [a.tolist() for a in by_count_and_index(labels)]
 
 
 def test_ids_too_wide_for_one_sort_take_the_other_path():
     labels = np.array([2**62, 5, 2**62, -1, 5, 7], dtype=np.int64)
-    assert _grouped_by_label(labels, 2**62) is None  # 3 document bits: ids must be < 2**60
-    assert _grouped_by_label(labels, 2**59) is not None
+    assert grouped_by_label(labels, 2**62) is None  # 3 document bits: ids must be < 2**60
+    assert grouped_by_label(labels, 2**59) is not None

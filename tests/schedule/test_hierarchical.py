@@ -81,6 +81,7 @@ def tree_cases(draw):
         "num_samples": draw(st.integers(1, 150)),
         "on_exhausted": draw(st.sampled_from(["stop", "random"])),
         "seed": draw(st.integers(0, 2**32 - 1)),
+        "schedule_version": draw(st.sampled_from([1, 4])),  # the two rules that draw trees
     }
     return labels, levels, kwargs
 
@@ -92,23 +93,26 @@ def test_engine_equals_the_one_step_oracle(case):
     _compare(labels, levels, **kwargs)
 
 
-def test_oracle_across_choice_blocks_with_many_clips():
-    # 3 choice blocks, leaves from 1 to 3000 documents: clips inside and across blocks,
-    # top nodes emptying, then the fallback passes.
+@pytest.mark.parametrize("version", [1, 4])
+def test_oracle_across_choice_blocks_with_many_clips(version):
+    # 3 choice blocks (version 1) or windows (version 4), leaves from 1 to 3000
+    # documents: clips inside and across blocks, top nodes emptying, node lists
+    # compacted (version 4), then the fallback passes.
     labels, levels = _tree_corpus(11, n_top=5, children=(1, 6), sizes=(1, 3000), excluded=5)
     capped = 2 * int((labels >= 0).sum())
     fast = _compare(
         labels, levels, max_repeats=2, num_samples=min(capped + 5000, 3 * 65536),
-        on_exhausted="random", seed=3,
+        on_exhausted="random", seed=3, schedule_version=version,
     )  # fmt: skip
     assert (fast.stats.clip_step >= 0).sum() > 10
 
 
-def test_token_budget_matches_the_oracle():
+@pytest.mark.parametrize("version", [1, 4])
+def test_token_budget_matches_the_oracle(version):
     labels, levels = _tree_corpus(4, n_top=3, children=(1, 3), sizes=(1, 20))
     lengths = np.random.default_rng(1).integers(0, 50, labels.size)
     kwargs = {"max_repeats": 2, "num_tokens": 4000, "lengths": lengths, "seed": 9}
-    _compare(labels, levels, on_exhausted="random", **kwargs)
+    _compare(labels, levels, on_exhausted="random", schedule_version=version, **kwargs)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2**40])
@@ -243,6 +247,19 @@ def test_config_records_the_tree_only_when_given(skewed_labels):
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree_cases())
+def test_the_quick_check_of_levels_gives_the_sorted_checks_tree(case):
+    """Valid levels over dense ids skip the sort; the tree is the same either way."""
+    from clusterclip.schedule import hierarchy
+
+    labels, levels, _ = case
+    quick = validate_levels(levels, labels)
+    checked = hierarchy._checked_tree(np.asarray(levels, dtype=np.int64), labels)
+    assert quick.leaf_ids.tolist() == checked.leaf_ids.tolist()
+    assert quick.paths.tolist() == checked.paths.tolist()
 
 
 def test_a_leaf_with_two_parents_is_named_with_its_rows():

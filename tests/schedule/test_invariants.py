@@ -16,7 +16,8 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 @st.composite
 def problems(draw, *, orders=("online", "planned")):
     n_clusters = draw(st.integers(1, 8))
-    sizes = draw(st.lists(st.integers(1, 30), min_size=n_clusters, max_size=n_clusters))
+    # sizes on both sides of version 4's small-group table (32)
+    sizes = draw(st.lists(st.integers(1, 45), min_size=n_clusters, max_size=n_clusters))
     labels = np.repeat(np.arange(n_clusters), sizes)
     labels = np.concatenate([labels, np.full(draw(st.integers(0, 5)), -3)])
     labels = labels[np.random.default_rng(draw(st.integers(0, 50))).permutation(labels.size)]
@@ -28,7 +29,11 @@ def problems(draw, *, orders=("online", "planned")):
         "order": draw(st.sampled_from(orders)),
         "on_exhausted": draw(st.sampled_from(["stop", "random"])),
         "seed": draw(st.integers(0, 2**40)),
+        # the rule of new schedules (None: version 4) most often, the older ones too
+        "schedule_version": draw(st.sampled_from([None, None, 1, 3])),
     }
+    if kwargs["schedule_version"] == 1 and kwargs["seed"] >= 2**32:
+        kwargs["schedule_version"] = 2  # version 1's rule, as recorded for such seeds
     if policy == "temperature":
         kwargs["alpha"] = draw(st.floats(-1.0, 2.0))
     return labels, kwargs

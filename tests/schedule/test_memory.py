@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from clusterclip.schedule import build_schedule, iter_schedule
-from clusterclip.schedule.engine import Prepared
 from clusterclip.schedule.groups import CACHE_SLOTS
 from clusterclip.schedule.policy import SchedulePolicy
+from clusterclip.schedule.prepare import Prepared
 
 from .conftest import quiet
 

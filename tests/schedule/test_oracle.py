@@ -13,8 +13,8 @@ from clusterclip.schedule import build_schedule
 
 from .oracle import oracle_schedule
 
-#: The draw rules compared: version 1 (2 is the same rule for seeds >= 2**32) and 3.
-VERSIONS = [1, 3]
+#: The draw rules compared: version 1 (2 is the same rule for seeds >= 2**32), 3 and 4.
+VERSIONS = [1, 3, 4]
 
 
 def _compare(labels, **kwargs):
@@ -33,7 +33,14 @@ def _compare(labels, **kwargs):
 @st.composite
 def cases(draw):
     n_clusters = draw(st.integers(1, 6))
-    sizes = draw(st.lists(st.integers(1, 9), min_size=n_clusters, max_size=n_clusters))
+    # 1..9, and some above the small-group table (version 4's sorted passes)
+    sizes = draw(
+        st.lists(
+            st.one_of(st.integers(1, 9), st.integers(30, 45)),
+            min_size=n_clusters,
+            max_size=n_clusters,
+        )
+    )
     labels = np.repeat(np.arange(n_clusters), sizes)
     excluded = draw(st.integers(0, 3))
     labels = np.concatenate([labels, np.full(excluded, -1)])

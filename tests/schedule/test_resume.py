@@ -23,10 +23,12 @@ def long_case():
     return labels, lengths
 
 
+@pytest.mark.parametrize("version", [1, 4])
 @pytest.mark.parametrize("order", ["online", "planned"])
-def test_iter_from_many_starts_equals_the_tail(long_case, order):
+def test_iter_from_many_starts_equals_the_tail(long_case, order, version):
     labels, _ = long_case
     kwargs = dict(max_repeats=4, num_samples=200_000, order=order, on_exhausted="random", seed=8)
+    kwargs["schedule_version"] = version
     full = build_schedule(labels, **kwargs).indices
     capped = 4 * labels.size
     starts = [
@@ -242,23 +244,21 @@ def test_token_budget_resume_far_past_exhaustion(order):
         assert list(sampler) == full[start:].tolist()
 
 
-def test_a_version_3_checkpoint_names_the_argument_that_resumes_it():
-    """Made with the opt-in rule (version 3): refused by a default sampler (version 1)
-    with the exact fix, and resumed exactly by one built with ``schedule_version=3``."""
-    import pytest as _pytest
-
-    from clusterclip.adapters.torch import ClusterClipSampler
-    from clusterclip.errors import ClusterClipError
-
+@pytest.mark.parametrize("version", [1, 3])
+def test_an_older_checkpoint_names_the_argument_that_resumes_it(version):
+    """Made with an older rule (version 1, the default before version 4, or the opt-in
+    version 3): refused by a default sampler (version 4) with the exact fix, and resumed
+    exactly by one built with that ``schedule_version``."""
     labels = np.repeat(np.arange(6), [1, 2, 3, 5, 8, 13])
     kwargs = dict(max_repeats=3, num_samples=80, seed=4)
-    old = ClusterClipSampler(labels, schedule_version=3, **kwargs)
-    whole = list(ClusterClipSampler(labels, schedule_version=3, **kwargs))
+    old = ClusterClipSampler(labels, schedule_version=version, **kwargs)
+    whole = list(ClusterClipSampler(labels, schedule_version=version, **kwargs))
     old.set_consumed_samples(30)
     state = old.state_dict()
-    assert state["schedule_version"] == 3
-    with _pytest.raises(ClusterClipError, match=r"pass schedule_version=3 to resume it exactly"):
+    assert state["schedule_version"] == version
+    fix = rf"pass schedule_version={version} to resume it exactly"
+    with pytest.raises(ClusterClipError, match=fix):
         ClusterClipSampler(labels, **kwargs).load_state_dict(state)
-    again = ClusterClipSampler(labels, schedule_version=3, **kwargs)
+    again = ClusterClipSampler(labels, schedule_version=version, **kwargs)
     again.load_state_dict(state)
     assert list(again) == whole[30:]

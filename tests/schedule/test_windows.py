@@ -66,9 +66,9 @@ def last_entries(values: list[int], *, repeated_only: bool) -> list[int]:
 def test_last_entries_that_set_the_window_counts(values):
     """The entries whose draw gives each group's count after a window, both ways of ranking."""
     array = np.array(values, dtype=np.int64)
-    ranks, _, lasts = windows._ranked_by_sort(array)
+    ranks, _, lasts = windows.ranked_by_sort_with_lasts(array)
     assert sorted(lasts.tolist()) == last_entries(values, repeated_only=False)
-    ranks, lasts = windows._ranked_among_equal(array, np.empty(41, dtype=np.int32))
+    ranks, lasts = windows.ranked_among_equal_with_lasts(array, np.empty(41, dtype=np.int32))
     assert sorted(lasts.tolist()) == last_entries(values, repeated_only=True)
 
 
@@ -168,7 +168,7 @@ class FixedWays(FasterWay):
 def test_schedules_do_not_depend_on_how_windows_are_ranked(monkeypatch, max_repeats):
     """Looked up in window order or group by group, on the helper thread (while the
     next window is chosen) or not, cut by the budget inside a window."""
-    from clusterclip.schedule import build_schedule, engine, iter_schedule
+    from clusterclip.schedule import build_schedule, iter_schedule, sources
 
     rng = np.random.default_rng(8)
     labels = rng.integers(0, 5000, 40_000)
@@ -178,8 +178,8 @@ def test_schedules_do_not_depend_on_how_windows_are_ranked(monkeypatch, max_repe
     for few_groups, ways in itertools.product((0, 10**9), ("helper", "alternate", "none")):
         monkeypatch.setattr(windows, "_FEW_GROUPS", few_groups)
         worker = None if ways == "none" else CountingHelper()
-        monkeypatch.setattr(engine, "helper", lambda worker=worker: worker)
-        monkeypatch.setattr(engine, "FasterWay", lambda ways=ways: FixedWays(ways))
+        monkeypatch.setattr(sources, "helper", lambda worker=worker: worker)
+        monkeypatch.setattr(sources, "FasterWay", lambda ways=ways: FixedWays(ways))
         by_count = build_schedule(labels, num_samples=150_001, **kwargs)
         by_tokens = build_schedule(labels, lengths=lengths, num_tokens=2_000_003, **kwargs)
         resumed = np.concatenate(

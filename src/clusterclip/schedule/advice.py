@@ -1,4 +1,4 @@
-"""Advice printed by the summaries: the repetition cap, and the draw rule for many clusters.
+"""Advice printed by the summaries: the repetition cap, and an older draw rule for many clusters.
 
 The repetition cap, for the budget at hand, from the measured grid.
 
@@ -19,25 +19,29 @@ The passes are those of the budget the user asked for (:func:`budget_passes`),
 not of the draws made: a schedule cut short by the clip (``on_exhausted="stop"``)
 made at most ``R`` passes whatever the budget.
 
-The draw rule: with very many clusters the default rule (versions 1 and 2)
-pays per cluster, and version 3 builds the schedule several times faster
-(docs/sampler.md, "Version 3"); :func:`rule_advice` says so. Nothing is
-changed for the user: version 3 is another schedule of the same law.
+The draw rule: the rule of new schedules (version 4) builds in about the time
+of a numpy permutation at any number of clusters, while the older rules a
+schedule can still ask for (``--schedule-version 1``, ``2`` or ``3``, to
+reproduce an earlier run) pay per cluster with very many of them
+(docs/sampler.md, "Schedule versions"); :func:`rule_advice` says so. Nothing
+is changed for the user: another version is another schedule of the same law.
 """
 
 from __future__ import annotations
 
 import math
 
+from clusterclip.schedule.config import SCHEDULE_VERSION
+
 __all__ = ["MANY_CLUSTERS", "budget_passes", "clip_advice", "rule_advice"]
 
 #: The grid measured one and four passes; the advice is for budgets of several passes.
 _MIN_PASSES = 3.0
 
-#: From this many clusters on, :func:`rule_advice` suggests version 3. Measured
-#: (``bench_schedule.py --many-clusters --clusters K --max-repeats none``, with and
-#: without ``--schedule-version 3``, 2-core Zen 5): the same time at 10^4 clusters
-#: of 1..20 documents, 3.2x faster at 10^5, about 10x at 10^6.
+#: From this many clusters on, :func:`rule_advice` speaks up for an older rule.
+#: Measured (``bench_schedule.py --table --schedule-version 1``, docs/performance.md):
+#: versions 1 and 2 take 2x a permutation at 10^4 clusters, 4 to 19x at 10^5;
+#: version 3's planned order is far slower still from 10^5 on.
 MANY_CLUSTERS = 100_000
 
 
@@ -112,33 +116,33 @@ def clip_advice(policy: str, max_repeats: int | None, *, passes: float) -> str |
 def rule_advice(
     policy: str, order: str, schedule_version: int | None, n_clusters: int
 ) -> str | None:
-    """One line suggesting ``--schedule-version 3`` for a schedule over very many clusters.
+    """One line suggesting the default rule for a new run when an older one met many clusters.
 
     Parameters
     ----------
     policy, order : str
-        The schedule's policy and order; only the online order of the flat
-        cluster policies gets advice (``random`` has one group, ``hierarchical``
-        and the planned order were not measured).
+        The schedule's policy and order; ``random`` (one group, no cluster to
+        pay for) gets no advice.
     schedule_version : int or None
-        The recorded draw rule (advice only for the default rule, 1 or 2).
+        The recorded draw rule; only an older one than ``SCHEDULE_VERSION`` gets advice.
     n_clusters : int
         Clusters present.
 
     Examples
     --------
-    >>> rule_advice("clusterclip", "online", 2, 1_000_000)[:58]
-    '1,000,000 clusters: --schedule-version 3 builds a schedule'
-    >>> rule_advice("clusterclip", "online", 3, 1_000_000) is None
+    >>> rule_advice("clusterclip", "online", 1, 1_000_000)[:62]
+    '1,000,000 clusters: schedule version 1 builds a schedule over '
+    >>> rule_advice("clusterclip", "online", 4, 1_000_000) is None
     True
     """
-    if schedule_version == 3 or n_clusters < MANY_CLUSTERS or order != "online":
+    if schedule_version is None or schedule_version >= SCHEDULE_VERSION:
         return None
-    if policy in ("random", "hierarchical"):
+    if n_clusters < MANY_CLUSTERS or policy == "random":
         return None
     return (
-        f"{n_clusters:,} clusters: --schedule-version 3 builds a schedule over this many "
-        "clusters several times faster (3.2x at 10^5, ~10x at 10^6 clusters in "
-        'docs/sampler.md, "Version 3"); it draws the same law but another schedule, '
-        "so switch for a new run, not in the middle of one"
+        f"{n_clusters:,} clusters: schedule version {schedule_version} builds a schedule over "
+        "this many clusters several times slower than the default rule (version "
+        f'{SCHEDULE_VERSION}, docs/sampler.md, "Schedule versions"); it draws the same law but '
+        "another schedule, so for a new run leave --schedule-version unset, not in the middle "
+        "of one"
     )

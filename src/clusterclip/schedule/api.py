@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from clusterclip.schedule.config import ScheduleConfig
-from clusterclip.schedule.engine import ScheduleStream, materialise, rechunk
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
@@ -22,6 +21,7 @@ from clusterclip.schedule.policy import (
     DEFAULT_POLICY,
     SchedulePolicy,
 )
+from clusterclip.schedule.stream import ScheduleStream, materialise, rechunk
 
 __all__ = [
     "ScheduleConfig",
@@ -127,10 +127,11 @@ def build_schedule(
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
-    schedule_version : {None, 1, 2, 3}
-        The draw rule: None (default) for the default rule, recorded as 1 for
-        seeds below 2**32 and 2 above; 3 for very many small clusters
-        (rejection windows, docs/sampler.md).
+    schedule_version : {None, 1, 2, 3, 4}
+        The draw rule: None (default) for the rule of new schedules
+        (``SCHEDULE_VERSION``, 4); 1 (seeds below 2**32), 2 (above) or 3 to
+        reproduce a schedule or checkpoint of an earlier release
+        (docs/sampler.md, "Schedule versions").
     duplicate_of : array_like of int, shape (N,), optional
         Near-duplicate groups: the representative (lowest index) of every
         document's group, its own index when it has no copy

@@ -32,23 +32,29 @@ __all__ = [
     "validate_lengths",
 ]
 
-#: Version of the draw rule. Any change that alters the sequence produced for
-#: a given (labels, config, seed) must bump it: saved schedules and sampler
-#: checkpoints record it and refuse to mix versions. Version 2 changed only the
-#: streams of seeds >= 2**32 (which aliased smaller seeds' streams in version 1).
-#: The default rule records 1 for seeds below 2**32 and 2 above
-#: (:func:`schedule_version_for`); this is the newest version it records.
-#: Version 3 (opt-in, ``schedule_version=3``) draws clusters by rejection
-#: windows and pass permutations per draw (docs/sampler.md): the rule for very
-#: many small clusters, slower than the default on the common case.
-SCHEDULE_VERSION = 2
+#: Version of the draw rule of new schedules. Any change that alters the
+#: sequence produced for a given (labels, config, seed) must bump it: saved
+#: schedules and sampler checkpoints record it and refuse to mix versions, and
+#: every released version stays reproducible (``schedule_version=...``).
+#:
+#: * 1 and 2: one uniform per position, pass permutations from cached
+#:   generators (the default before version 4; recorded as 1 for seeds below
+#:   2**32 and 2 above, where version 1's seed words aliased smaller seeds');
+#: * 3: rejection windows and pass permutations computed per draw (was
+#:   opt-in for very many small clusters; flat policies only);
+#: * 4 (the default): version 3's windows, processed in chunks, down a cluster
+#:   tree for ``policy="hierarchical"``; sorted-key passes cached per group; the
+#:   planned order sorted in slabs of time (docs/sampler.md, "Schedule versions").
+SCHEDULE_VERSION = 4
 
 #: Every draw-rule version this release produces.
-SUPPORTED_VERSIONS = (1, 2, 3)
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
+
+_VERSION_RULE = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32), 3 or 4 (the default: None)"
 
 
 def schedule_version_for(seed: int) -> int:
-    """The version the *previous* draw rule (versions 1 and 2) records for ``seed``.
+    """The version the rule of versions 1 and 2 (the default before 4) records for ``seed``.
 
     A seed below 2**32 drew exactly the same under versions 1 and 2 and records
     1; a larger seed records 2 (its version-1 stream aliased a smaller seed's).
@@ -60,37 +66,38 @@ def schedule_version_for(seed: int) -> int:
 
 
 def check_schedule_version(version: object, seed: int) -> int:
-    """``version`` as an int (None: the default rule's, by seed), or the standard error.
+    """``version`` as an int (None: the default rule, ``SCHEDULE_VERSION``), or the standard error.
 
-    Version 1 and 2 are one rule (the one before version 3), recorded as 1 for
-    seeds below 2**32 and as 2 above: only that pair is accepted, so that a
-    schedule asked for with an old version records exactly what earlier
-    releases recorded.
+    Versions 1 and 2 are one rule (the default before version 3 and 4),
+    recorded as 1 for seeds below 2**32 and as 2 above: only that pair is
+    accepted, so that a schedule asked for with an old version records exactly
+    what earlier releases recorded.
 
-    >>> check_schedule_version(None, seed=0), check_schedule_version(None, seed=2**32)
-    (1, 2)
-    >>> check_schedule_version(1, seed=0)
-    1
+    >>> check_schedule_version(None, seed=0), check_schedule_version(1, seed=0)
+    (4, 1)
     >>> check_schedule_version(2, seed=0)
     Traceback (most recent call last):
     ...
-    clusterclip.errors.ClusterClipError: `schedule_version` must be one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (opt-in: very many small clusters); got 2. Seed 0 was drawn by the old rule as version 1: pass schedule_version=1.
+    clusterclip.errors.ClusterClipError: `schedule_version` must be one of 1 (seeds < 2**32), 2 (seeds >= 2**32), 3 or 4 (the default: None); got 2. Seed 0 was drawn by the old rule as version 1: pass schedule_version=1.
     """
-    rule = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32) or 3 (opt-in: very many small clusters)"
     if version is None:  # the default rule
-        return schedule_version_for(seed)
+        return SCHEDULE_VERSION
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
-        raise invalid("schedule_version", rule, version)
+        raise invalid("schedule_version", _VERSION_RULE, version)
     version = int(version)
     if version not in SUPPORTED_VERSIONS:
         raise invalid(
-            "schedule_version", rule, version, f"Pass {hint('schedule_version', SCHEDULE_VERSION)}."
+            "schedule_version",
+            _VERSION_RULE,
+            version,
+            f"Leave it unset for the default rule, or pass {hint('schedule_version', 1)} to "
+            "resume a schedule of an earlier release.",
         )
     if version < 3 and version != schedule_version_for(seed):
         old = schedule_version_for(seed)
         raise invalid(
             "schedule_version",
-            rule,
+            _VERSION_RULE,
             version,
             f"Seed {seed} was drawn by the old rule as version {old}: pass "
             f"{hint('schedule_version', old)}.",

@@ -70,13 +70,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from clusterclip.schedule.groups import (
-    PURPOSE_SMALL_TABLE,
-    _generators,
-    seed_sequence,
-    sorted_with_order,
-    whole_pass_tokens,
-)
+from clusterclip.schedule.groups import sorted_with_order, whole_pass_tokens
+from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, generators, seed_sequence
 
 __all__ = [
     "FEISTEL_ROUNDS",
@@ -409,7 +404,7 @@ class FeistelGroups:
 
     def pass_row(self, group: int, pass_: int) -> np.ndarray:
         """The permutation of pass ``pass_`` of a large group (``LARGE_GROUP <= size <= HUGE_GROUP``)."""
-        (rng,) = _generators(
+        (rng,) = generators(
             self.seed, self.purpose, self.keys[[group]], np.array([pass_], dtype=np.int64)
         )
         return rng.permutation(int(self.sizes[group])).astype(np.int32)
@@ -434,7 +429,7 @@ class FeistelGroups:
             else:
                 missing.append(head)
         if missing:  # the generators of all new rows, made in bulk
-            made = _generators(
+            made = generators(
                 self.seed,
                 self.purpose,
                 self.keys[[g for g, _ in missing]],

@@ -49,6 +49,7 @@ import numpy as np
 
 from clusterclip.errors import invalid
 from clusterclip.io import fingerprint_array
+from clusterclip.schedule.groups import sorted_with_order
 
 __all__ = ["ActiveTree", "Hierarchy", "validate_levels"]
 
@@ -127,9 +128,54 @@ def validate_levels(levels: Any, labels: np.ndarray) -> Hierarchy | None:
     if array.shape[1] == 0:
         return None
     array = array.astype(np.int64, copy=False)
+    quick = _dense_tree(array, labels)
+    if quick is not None:
+        return quick
+    return _checked_tree(array, labels)
+
+
+def _dense_tree(array: np.ndarray, labels: np.ndarray) -> Hierarchy | None:
+    """The tree of valid ``levels`` over dense labels, without a sort; None otherwise.
+
+    One path per leaf is taken from any of its rows, then every row is checked
+    against it. Anything wrong (or sparse ids) is left to :func:`_checked_tree`,
+    which finds the first offending rows for the message.
+    """
+    valid = labels >= 0
+    every = bool(valid.all())  # then no copies of the rows
+    leaves = labels if every else labels[valid]
+    top = int(leaves.max())
+    if top >= max(labels.shape[0], 1024):
+        return None
+    leaf_ids = np.flatnonzero(np.bincount(leaves, minlength=top + 1))
+    paths = np.empty((leaf_ids.size, array.shape[1]), dtype=np.int64)
+    for level in range(array.shape[1]):  # one column at a time: 1-D scatters and gathers
+        used = np.ascontiguousarray(array[:, level])
+        used = used if every else used[valid]
+        table = np.zeros(top + 1, dtype=np.int64)
+        table[leaves] = used  # some row of each leaf
+        if (used < 0).any() or not np.array_equal(np.take(table, leaves), used):
+            return None
+        paths[:, level] = table[leaf_ids]
+    hierarchy = Hierarchy(leaf_ids=leaf_ids, paths=paths)
+    return hierarchy if _one_parent_each(hierarchy.paths) else None
+
+
+def _one_parent_each(paths: np.ndarray) -> bool:
+    """Whether every inner node at level >= 1 has one parent."""
+    for level in range(1, paths.shape[1]):
+        order = np.lexsort((paths[:, level - 1], paths[:, level]))
+        nodes, parents = paths[order, level], paths[order, level - 1]
+        if ((nodes[1:] == nodes[:-1]) & (parents[1:] != parents[:-1])).any():
+            return False
+    return True
+
+
+def _checked_tree(array: np.ndarray, labels: np.ndarray) -> Hierarchy:
+    """The tree of ``levels``, or the error naming the first offending rows."""
     rows = np.flatnonzero(labels >= 0)
-    rows = rows[np.argsort(labels[rows], kind="stable")]  # by leaf, then by row
-    leaves = labels[rows]
+    leaves, order = sorted_with_order(labels[rows])  # by leaf, then by row (one packed sort)
+    rows = rows[order]
     used = array[rows]
     negative = np.flatnonzero((used < 0).any(axis=1))
     if negative.size:

@@ -90,8 +90,8 @@ class ScheduleOptions:
     seed: int = option(0, "Seed of the schedule.", kind="seed")
     schedule_version: int | None = option(
         None,
-        "Draw rule: the default (recorded as 1 for seeds < 2**32, 2 above), or 3 "
-        "for very many small clusters.",
+        "Draw rule: the rule of new schedules (4, when unset), or the version an earlier "
+        "schedule or checkpoint records (1, 2, 3) to reproduce it (docs/sampler.md).",
         kind="int",
         choices=SUPPORTED_VERSIONS,
     )

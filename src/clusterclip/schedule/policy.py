@@ -16,10 +16,8 @@ made (``__post_init__``); what needs them (the length of ``cluster_weights``,
 :meth:`SchedulePolicy.build`, :meth:`SchedulePolicy.stream` or
 :meth:`SchedulePolicy.config_for`.
 
-The policies themselves (``random``, ``uniform``, ``clusterclip``,
-``temperature``) are small objects in the :data:`POLICIES` registry; the
-engine asks them for the cluster weights and whether documents are drawn as
-one corpus group, instead of branching on the policy's name.
+The policies themselves are small objects in the :data:`POLICIES` registry
+(:mod:`clusterclip.schedule.policies`, re-exported here).
 """
 
 from __future__ import annotations
@@ -45,16 +43,13 @@ from clusterclip.schedule.config import (
     validate_labels,
     validate_lengths,
 )
-from clusterclip.schedule.engine import (
-    Prepared,
-    ScheduleStream,
-    _outside_package,
-    materialise,
-    rechunk,
-)
 from clusterclip.schedule.hierarchy import Hierarchy, validate_levels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
+from clusterclip.schedule.policies import POLICIES, Policy, TemperaturePolicy
+from clusterclip.schedule.prepare import Prepared
+from clusterclip.schedule.rules import draw_rule
+from clusterclip.schedule.stream import ScheduleStream, _outside_package, rechunk
 from clusterclip.schedule.units import Units, validate_duplicate_of
 
 __all__ = [
@@ -82,148 +77,6 @@ ORDERS = ("online", "planned")
 EXHAUSTION_RULES = ("stop", "random", "error")
 
 
-# --------------------------------------------------------------------------- policies
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How one named policy weights clusters and whether it clips.
-
-    Attributes
-    ----------
-    name : str
-        The value of ``policy=...``.
-    help : str
-        One line for ``--help`` and the documentation.
-    clips : bool
-        Whether ``max_repeats`` applies (``uniform`` never clips).
-    accepts_alpha : bool
-        Whether the policy takes (and needs) the temperature exponent ``alpha``.
-    accepts_weights : bool
-        Whether custom ``cluster_weights`` may replace its equal weights.
-    single_group : bool
-        Whether every usable document forms one group drawn in shuffled passes
-        (``random``), instead of one group per cluster.
-    uses_levels : bool
-        Whether clusters are drawn down a tree given by ``levels``
-        (``hierarchical``, :mod:`clusterclip.schedule.hierarchy`).
-
-    Examples
-    --------
-    >>> POLICIES["uniform"].effective_max_repeats(4) is None
-    True
-    >>> POLICIES["clusterclip"].cluster_weights(np.array([3, 0, 5]), None, None).tolist()
-    [1.0, 1.0, 1.0]
-    """
-
-    name: str
-    help: str
-    clips: bool = True
-    accepts_alpha: bool = False
-    accepts_weights: bool = False
-    single_group: bool = False
-    uses_levels: bool = False
-
-    def effective_max_repeats(self, max_repeats: int | None) -> int | None:
-        """The clip this policy applies for the ``max_repeats`` the user gave."""
-        return max_repeats if self.clips else None
-
-    def cluster_weights(
-        self,
-        sizes: np.ndarray,
-        alpha: float | None,
-        custom: tuple[float, ...] | None,
-        *,
-        cluster_ids: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Draw weight of every listed cluster (float64, shape (K,)).
-
-        Parameters
-        ----------
-        sizes : ndarray of int, shape (K,)
-            Documents per cluster (0 for an empty one).
-        alpha : float or None
-            The temperature exponent (policies with ``accepts_alpha`` only).
-        custom : tuple of float or None
-            The validated ``cluster_weights`` (one per cluster id), if given.
-        cluster_ids : ndarray of int, shape (K,), optional
-            The id of each listed cluster (indexes ``custom``); default ``0 .. K-1``.
-        """
-        if custom is not None:
-            weights = np.asarray(custom, dtype=np.float64)
-            return weights if cluster_ids is None else weights[cluster_ids]
-        return np.ones(sizes.shape[0])
-
-
-def _power(size: int, alpha: float) -> float:
-    if size == 0:
-        return 0.0
-    try:
-        return float(size) ** alpha
-    except OverflowError:
-        return math.inf
-
-
-@dataclass(frozen=True)
-class TemperaturePolicy(Policy):
-    """Clusters weighted by ``|C_k| ** alpha`` (0 = uniform, 1 = natural sizes)."""
-
-    def cluster_weights(
-        self,
-        sizes: np.ndarray,
-        alpha: float | None,
-        custom: tuple[float, ...] | None,
-        *,
-        cluster_ids: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """``|C_k| ** alpha`` per cluster (0 for empty ones); see :meth:`Policy.cluster_weights`."""
-        alpha = float(alpha)  # type: ignore[arg-type]  # validated: required by this policy
-        # Python's float power, one per cluster: identical on every machine
-        # and to the oracle (numpy's SIMD power may differ in the last bit).
-        weights = np.array([_power(c, alpha) for c in sizes.tolist()])
-        bad = ~np.isfinite(weights) | ((sizes > 0) & (weights <= 0))
-        if bad.any():
-            raise invalid(
-                "alpha",
-                "small enough that |C_k|**alpha is finite and > 0",
-                alpha,
-                f"Pass {spell('alpha')} in about [-10, 10].",
-            )
-        return weights
-
-
-#: The registered policies, by name (the order is the order shown to users).
-POLICIES: dict[str, Policy] = {
-    policy.name: policy
-    for policy in (
-        Policy(
-            "random",
-            "shuffled passes over the whole corpus (clusters ignored), clipped at max_repeats",
-            single_group=True,
-        ),
-        Policy(
-            "uniform", "clusters drawn uniformly, never clipped", clips=False, accepts_weights=True
-        ),
-        Policy(
-            "clusterclip",
-            "clusters drawn uniformly, documents clipped at max_repeats (the paper's method)",
-            accepts_weights=True,
-        ),
-        TemperaturePolicy(
-            "temperature",
-            "clusters weighted by |C_k|**alpha, clipped at max_repeats if given",
-            accepts_alpha=True,
-        ),
-        Policy(
-            "hierarchical",
-            "uniform over the top level of a cluster tree (levels), then over children, "
-            "down to documents, clipped at max_repeats",
-            uses_levels=True,
-        ),
-    )
-}
-
-
 # --------------------------------------------------------------------------- the value
 
 
@@ -238,19 +91,6 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
         listed = ", ".join(repr(c) for c in choices)
         raise invalid(name, f"one of {listed}", value)
     return value
-
-
-def _collect(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarray:
-    """The concatenated blocks; into one array when the length is known (no second copy)."""
-    if length is None:
-        parts = list(blocks)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    out = np.empty(length, dtype=np.int64)
-    filled = 0
-    for block in blocks:
-        out[filled : filled + block.size] = block
-        filled += block.size
-    return out if filled == length else out[:filled].copy()
 
 
 def _listed(names: list[str]) -> str:
@@ -281,10 +121,12 @@ class SchedulePolicy:
         What happens when every cluster is clipped before the budget is met.
     seed : int
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
-    schedule_version : {None, 1, 2, 3}
-        The draw rule. None (default): the default rule, recorded as 1 for
-        seeds below 2**32 and 2 above. 3: rejection windows and per-draw pass
-        permutations, faster for very many small clusters (docs/sampler.md).
+    schedule_version : {None, 1, 2, 3, 4}
+        The draw rule. None (default): the rule of new schedules,
+        ``SCHEDULE_VERSION`` (4). 1 (seeds below 2**32) or 2 (above): the
+        default rule of earlier releases; 3: the earlier opt-in rule; pass the
+        version a checkpoint or saved schedule records to resume it exactly
+        (docs/sampler.md, "Schedule versions").
 
     Notes
     -----
@@ -358,8 +200,8 @@ class SchedulePolicy:
     schedule_version: int | None = field(
         default=None,
         metadata={
-            "help": "Draw rule: the default rule (None; recorded as 1 for seeds < 2**32, "
-            "2 above) or 3, for very many small clusters.",
+            "help": "Draw rule: None for the rule of new schedules (4), or the version a "
+            "checkpoint records (1, 2, 3) to resume it exactly.",
             "choices": SUPPORTED_VERSIONS,
         },
     )
@@ -462,13 +304,13 @@ class SchedulePolicy:
                 f"{hint('order', 'planned')} does not support {hint('policy', kind.name)} "
                 "(its plan is per cluster, not per level): use the online order.",
             )
-        if self.schedule_version == 3:
+        if not draw_rule(self.schedule_version).draws_trees:
             raise invalid(
                 "schedule_version",
                 f"the default rule (None) with {hint('policy', kind.name)}",
                 self.schedule_version,
-                "The version-3 windows draw over a flat cluster list; leave "
-                f"{spell('schedule_version')} unset.",
+                f"The version-{self.schedule_version} windows draw over a flat cluster list; "
+                f"leave {spell('schedule_version')} unset.",
             )
 
     # -- the registered policy and the recorded config ----------------------
@@ -642,7 +484,7 @@ class SchedulePolicy:
             lengths=stream.prep.lengths,
         )  # fmt: skip
         check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
-        return materialise(stream, _collect(stream.blocks(0), stream.end))
+        return stream.collect()
 
     def iterate(
         self,

@@ -18,7 +18,7 @@ import numpy as np
 from clusterclip.errors import ClusterClipError, given_as, hint
 from clusterclip.io import WorkDir
 from clusterclip.runner import StageOutput
-from clusterclip.schedule.api import materialise, open_stream
+from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.config import validate_labels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
@@ -178,13 +178,9 @@ def build_with_progress(
             stream.end, num_tokens=budget["num_tokens"], labels=checked, lengths=lengths
         )
         check_fits(draws, estimated=stream.end is None)
-        parts = []
         with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
-            for block in stream.blocks(0):
-                parts.append(block)
-                bar.update(block.size)
-        indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return materialise(stream, indices), budget, list(caught)
+            schedule = stream.collect(progress=bar.update)
+    return schedule, budget, list(caught)
 
 
 def _budget_given(options: ScheduleOptions, budget: Mapping[str, Any]) -> dict[str, str]:

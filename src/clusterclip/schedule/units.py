@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import invalid
+from clusterclip.schedule.protocols import GroupedTable, GroupTable
 
 __all__ = ["RotatingGroups", "Units", "validate_duplicate_of"]
 
@@ -183,15 +184,17 @@ class Units:
 
 
 class RotatingGroups:
-    """A :class:`~clusterclip.schedule.groups.Groups` of units that emits their members in turn.
+    """A group table of units that emits their members in turn (a :class:`GroupTable`).
 
-    Forwards every attribute to the wrapped groups; the three methods that
-    produce documents or their tokens apply :meth:`Units.rotate` with each
-    draw's pass number (``first_pass + draw // size`` of its group).
+    Has the wrapped table's ``members``, ``sizes`` and ``offsets`` (units);
+    the methods that produce documents or their tokens apply
+    :meth:`Units.rotate` with each draw's pass number (``first_pass + draw //
+    size`` of its group). Any draw rule's table can be wrapped: the rotation
+    reads only the draw numbers.
 
     Parameters
     ----------
-    groups : Groups
+    groups : GroupTable
     units : Units
     first_pass : int
         Occurrences every unit had before these groups' first draw: 0 for the
@@ -199,13 +202,13 @@ class RotatingGroups:
         unit has then had exactly its R passes), so the turns go on.
     """
 
-    def __init__(self, groups: Any, units: Units, *, first_pass: int = 0) -> None:
+    def __init__(self, groups: GroupTable, units: Units, *, first_pass: int = 0) -> None:
         self.inner = groups
         self.units = units
         self.first_pass = int(first_pass)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        self.members = groups.members
+        self.sizes = groups.sizes
+        self.offsets = groups.offsets
 
     def __len__(self) -> int:
         return len(self.inner)
@@ -227,8 +230,14 @@ class RotatingGroups:
     def lookup_grouped(
         self, order: np.ndarray, per_group: np.ndarray, first: np.ndarray
     ) -> np.ndarray:
-        """:meth:`Groups.lookup_grouped`, rotated (position ``order[start_g + i]`` is draw ``first[g] + i``)."""
-        docs = self.inner.lookup_grouped(order, per_group, first)
+        """:meth:`Groups.lookup_grouped`, rotated (position ``order[start_g + i]`` is draw ``first[g] + i``).
+
+        Only for a wrapped table that has it (:class:`GroupedTable`).
+        """
+        inner = self.inner
+        if not isinstance(inner, GroupedTable):  # an engine bug, never a user error
+            raise TypeError(f"clusterclip: {type(inner).__name__} has no lookup_grouped")
+        docs = inner.lookup_grouped(order, per_group, first)
         start = np.cumsum(per_group) - per_group
         draws = np.arange(order.shape[0], dtype=np.int64) + np.repeat(first - start, per_group)
         passes = np.empty(order.shape[0], dtype=np.int64)

@@ -28,7 +28,17 @@ import numpy as np
 
 from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence, sorted_with_order
 
-__all__ = ["WINDOW", "Window", "WindowChooser", "ranks_among_equal", "ranks_by_sort"]
+__all__ = [
+    "WINDOW",
+    "Window",
+    "WindowChooser",
+    "ranked_among_equal_with_lasts",
+    "ranked_by_sort_with_lasts",
+    "ranks_among_equal",
+    "listed_cdf",
+    "ranks_by_sort",
+    "window_candidates",
+]
 
 #: Candidates per window (part of SCHEDULE_VERSION 3).
 WINDOW = 2**16
@@ -89,10 +99,10 @@ def ranks_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> [a.tolist() for a in ranks_by_sort(np.array([5, 2, 5, 5, 2, 0]))]
     [[0, 0, 1, 2, 1, 0], [5, 1, 4, 0, 2, 3]]
     """
-    return _ranked_by_sort(values)[:2]
+    return ranked_by_sort_with_lasts(values)[:2]
 
 
-def _ranked_by_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ranked_by_sort_with_lasts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`ranks_by_sort`, and the position of every distinct value's last entry."""
     n = values.size
     packed, order = sorted_with_order(values)
@@ -135,10 +145,12 @@ def ranks_among_equal(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     >>> ranks_among_equal(np.array([5, 2, 5, 5, 2, 0]), np.empty(6, np.int32)).tolist()
     [0, 0, 1, 2, 1, 0]
     """
-    return _ranked_among_equal(values, scratch)[0]
+    return ranked_among_equal_with_lasts(values, scratch)[0]
 
 
-def _ranked_among_equal(values: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ranked_among_equal_with_lasts(
+    values: np.ndarray, scratch: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`ranks_among_equal`, and the last entry of every value that occurs more than once."""
     n = values.size
     position = np.arange(n, dtype=scratch.dtype)
@@ -150,8 +162,38 @@ def _ranked_among_equal(values: np.ndarray, scratch: np.ndarray) -> tuple[np.nda
     ranks = np.zeros(n, dtype=np.int64)
     if not which.size:
         return ranks, which
-    ranks[which], _, lasts = _ranked_by_sort(values[which])
+    ranks[which], _, lasts = ranked_by_sort_with_lasts(values[which])
     return ranks, which[lasts]
+
+
+def listed_cdf(weights: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """The normalised cumulative weights of the ``listed`` groups (what unequal weights draw by)."""
+    cumulative = np.cumsum(weights[listed])
+    return cumulative / cumulative[-1]
+
+
+def window_candidates(
+    seed: int, window: int, listed: np.ndarray, n_groups: int, cdf: np.ndarray | None = None
+) -> np.ndarray:
+    """The ``WINDOW`` candidate groups of window ``window`` (int64), drawn over ``listed``.
+
+    From ``Generator(PCG64(seed_sequence(seed, PURPOSE_CHOICE_V3, window)))``:
+    ``integers(m, size=WINDOW)`` indexes the ``m`` listed groups when ``cdf`` is
+    None (equal weights), else ``random(WINDOW)`` is mapped through ``cdf``
+    (:func:`listed_cdf`: the first group whose cumulative weight exceeds ``u``).
+
+    >>> window_candidates(0, 0, np.array([3, 5]), 6)[:8].tolist()
+    [3, 3, 5, 3, 5, 5, 5, 5]
+    """
+    rng = np.random.Generator(np.random.PCG64(seed_sequence(seed, PURPOSE_CHOICE_V3, window)))
+    m = listed.size
+    if cdf is None:
+        picked = rng.integers(m, size=WINDOW)
+    else:
+        picked = np.searchsorted(cdf, rng.random(WINDOW), side="right")
+        np.minimum(picked, m - 1, out=picked)
+    # Every group listed: listed is arange(n_groups), nothing to map.
+    return picked if m == n_groups else np.take(listed, picked)
 
 
 class WindowChooser:
@@ -191,20 +233,9 @@ class WindowChooser:
         self._scratch = np.empty(len(caps), dtype=np.int32)  # for ranks_among_equal
 
     def _candidates(self) -> np.ndarray:
-        rng = np.random.Generator(
-            np.random.PCG64(seed_sequence(self.seed, PURPOSE_CHOICE_V3, self.window))
-        )
-        m = self.listed.size
-        if self.equal:
-            picked = rng.integers(m, size=WINDOW)
-        else:
-            if self._cdf is None:
-                cumulative = np.cumsum(self.weights[self.listed])
-                self._cdf = cumulative / cumulative[-1]
-            picked = np.searchsorted(self._cdf, rng.random(WINDOW), side="right")
-            np.minimum(picked, m - 1, out=picked)
-        # Every group listed: self.listed is arange(G), nothing to map.
-        return picked if m == len(self.caps) else np.take(self.listed, picked)
+        if not self.equal and self._cdf is None:
+            self._cdf = listed_cdf(self.weights, self.listed)
+        return window_candidates(self.seed, self.window, self.listed, len(self.caps), self._cdf)
 
     def next(self) -> Window | None:
         """The next window (its counts applied), or None once every group is clipped."""
@@ -218,9 +249,9 @@ class WindowChooser:
         state = np.take(self._state, candidates, axis=0)
         order = None
         if self.listed.size < _FEW_GROUPS:
-            ranks, order, lasts = _ranked_by_sort(candidates)
+            ranks, order, lasts = ranked_by_sort_with_lasts(candidates)
         else:
-            ranks, lasts = _ranked_among_equal(candidates, self._scratch)
+            ranks, lasts = ranked_among_equal_with_lasts(candidates, self._scratch)
         draws = state[:, 0] + ranks
         caps = state[:, 1]
         # Each group's count after the window: its last candidate's draw + 1, at most

@@ -1,0 +1,372 @@
+"""Pass permutations of ``SCHEDULE_VERSION`` 4: a table for small groups, sorted keys for the rest.
+
+Draw ``j`` of a group of ``s`` members (a cluster, or the whole corpus for
+``policy="random"`` and the passes after exhaustion) is::
+
+    pass p = j // s,  cursor i = j % s,
+    document = members[g][order_p[i]]
+
+with the order of pass ``p`` keyed by ``(seed, purpose, key, p)`` (``key``: the
+cluster id, 0 for a corpus group) through splitmix64 words, as in version 3:
+the group key ``G`` (:func:`~clusterclip.schedule.feistel.group_keys`) and the
+pass key ``P = mix64(G + (p + 1) * GAMMA)`` (:func:`~clusterclip.schedule.feistel.pass_keys`).
+
+* **Small groups** (``s <= SMALL_PASS``): row ``P mod TABLE_ROWS`` of a table
+  of ``TABLE_ROWS`` uniformly random permutations per size, read cyclically
+  from ``(P >> 32) mod s`` -- version 3's table (``PURPOSE_SMALL_TABLE``),
+  one gather per draw and nothing cached.
+* **Larger groups**: the members in the order of their *sort keys*
+  ``(mix64(P + (i + 1) * GAMMA) >> 32, i)`` for member position ``i`` (the
+  ``i``-th output of a splitmix64 stream seeded with ``P``, its high 32 bits,
+  ties broken by position): a uniformly random order, up to the ties of 32-bit
+  keys (about ``s**2 / 2**33`` pairs in a pass, each left in member order).
+  The passes of many groups are sorted together in one ``np.sort`` of packed
+  int64 keys (:func:`pass_orders`), and each group's latest pass is kept as
+  documents in a cache, so a draw of a pass already made is one gather. New
+  passes are appended to the cache (an arena of twice the larger groups'
+  members; full, it keeps only each group's latest pass). A cache is a speed
+  knob only: the same ``(group, draw)`` always gives the same document.
+
+Every constant here (``SMALL_PASS``, ``TABLE_ROWS``, the key layout and its 32
+bits) is part of ``SCHEDULE_VERSION`` 4: ``tests/schedule/test_golden.py`` pins them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clusterclip.schedule.feistel import GAMMA, group_keys, mix64, pass_keys
+from clusterclip.schedule.groups import whole_pass_tokens
+from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, seed_sequence
+
+__all__ = ["KEY_BITS", "SMALL_PASS", "TABLE_ROWS", "PassTable", "pass_orders"]
+
+#: Groups of at most this many members read their passes from the table.
+SMALL_PASS = 32
+#: Permutations per size in that table (a power of two).
+TABLE_ROWS = 4096
+#: Bits of a member's sort key in a larger group's pass.
+KEY_BITS = 32
+
+_GAMMA = np.uint64(GAMMA)
+_ONE = np.uint64(1)
+_S32 = np.uint64(32)
+_DROP = np.uint64(64 - KEY_BITS)
+#: Most sort keys made at once, and passes sorted together (a speed knob only: a
+#: batch's arrays stay in cache).
+_BATCH = 2**17
+#: Passes at least this long are cached by slices, one at a time (a speed knob only).
+_LONG_PASS = 2**12
+
+
+def pass_orders(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The member orders of passes with pass keys ``keys`` and sizes ``sizes``, concatenated.
+
+    Parameters
+    ----------
+    keys : ndarray of uint64, shape (J,)
+        The pass key ``P`` of each pass.
+    sizes : ndarray of int64, shape (J,)
+        Members of each pass's group (>= 1).
+
+    Returns
+    -------
+    ndarray of int64, shape (sizes.sum(),)
+        For pass ``j``, entries ``start_j .. start_j + sizes[j] - 1`` (``start_j`` =
+        the sizes before it) list the member positions ``0 .. sizes[j] - 1`` sorted
+        by ``(mix64(P + (i + 1) * GAMMA) >> 32, i)``.
+
+    Examples
+    --------
+    >>> order = pass_orders(np.array([7, 7], np.uint64), np.array([5, 3]))
+    >>> sorted(order[:5].tolist()), sorted(order[5:].tolist())
+    ([0, 1, 2, 3, 4], [0, 1, 2])
+    """
+    keys = np.asarray(keys, dtype=np.uint64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    out = np.empty(int(sizes.sum()), dtype=np.int64)
+    if not sizes.size:
+        return out
+    width = max(int(sizes.max()) - 1, 1).bit_length()  # bits of a member position
+    if KEY_BITS + width > 63:  # passes of 2**31 members and more: one lexsort each
+        start = 0
+        for key, size in zip(keys.tolist(), sizes.tolist(), strict=True):
+            out[start : start + size] = _sorted_by_keys(np.uint64(key), size)
+            start += size
+        return out
+    per_batch = 2 ** (63 - KEY_BITS - width)  # passes one packed sort can tell apart
+    ends = np.cumsum(sizes)
+    first = 0
+    while first < sizes.size:
+        # A long pass is sorted alone; short ones together, as many as fit beside
+        # the keys and at most _BATCH members in all.
+        base = ends[first] - sizes[first]
+        last = first + 1
+        if sizes[first] < _LONG_PASS:
+            last = int(np.searchsorted(ends, base + _BATCH, side="right"))
+            long = np.flatnonzero(sizes[first:last] >= _LONG_PASS)
+            last = min(max(last, first + 1), first + per_batch, sizes.size)
+            if long.size:
+                last = min(last, first + int(long[0]))
+        _sort_batch(keys[first:last], sizes[first:last], width, out[base : ends[last - 1]])
+        first = last
+    return out
+
+
+def _sort_batch(keys: np.ndarray, sizes: np.ndarray, width: int, out: np.ndarray) -> None:
+    """:func:`pass_orders` of passes that fit one packed sort: ``pass | key | position``.
+
+    The keys are made ``_BATCH`` at a time (each step stays in cache), then sorted at once.
+    """
+    n = out.size
+    packed = out  # filled in place, sorted, then reduced to the positions
+    if sizes.size == 1:
+        for first in range(0, n, _BATCH):
+            part = packed[first : first + _BATCH]
+            _packed_keys(keys[0], np.arange(first, first + part.size), width, part)
+    else:  # the pass of every entry once; the rest are gathers in order
+        owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+        position = np.arange(n, dtype=np.int64)
+        position -= np.take(np.cumsum(sizes) - sizes, owner)
+        _packed_keys(np.take(keys, owner), position, width, packed)
+        owner <<= KEY_BITS + width
+        packed |= owner
+    packed.sort()
+    packed &= (1 << width) - 1
+
+
+def _packed_keys(key: np.ndarray, position: np.ndarray, width: int, out: np.ndarray) -> None:
+    """``(mix64(key + (position + 1) * GAMMA) >> 32) << width | position`` into ``out``."""
+    word = position.astype(np.uint64)
+    word += _ONE
+    word *= _GAMMA
+    word += key
+    mix64(word)
+    word >>= _DROP  # the key's high KEY_BITS bits
+    packed = word.view(np.int64)
+    packed <<= width
+    packed |= position
+    out[:] = packed
+
+
+def _sorted_by_keys(key: np.uint64, size: int) -> np.ndarray:
+    """:func:`pass_orders` of one pass too long to pack its positions beside the keys."""
+    position = np.arange(size, dtype=np.int64)
+    word = position.astype(np.uint64)
+    word += _ONE
+    word *= _GAMMA
+    word += key
+    mix64(word)
+    word >>= _DROP
+    return position[np.lexsort((position, word))]
+
+
+class PassTable:
+    """Member table of ``G`` groups whose passes are version 4's (a :class:`GroupTable`).
+
+    Memory: ``members`` (N), a cache of twice the members of the groups of more
+    than ``SMALL_PASS`` members (documents, the dtype of ``members``), five int64
+    per group, and the small groups' table (``TABLE_ROWS`` bytes per member of
+    every size present, at most 2.1 MB).
+
+    Parameters
+    ----------
+    members : ndarray of int32 or int64
+        Document ids of all groups, concatenated group after group.
+    sizes : ndarray of int64, shape (G,)
+        Members per group (all >= 1).
+    keys : ndarray of int64, shape (G,)
+        Key of each group (the cluster id; 0 for a corpus group).
+    seed, purpose : int
+
+    Examples
+    --------
+    >>> table = PassTable(np.arange(40), np.array([2, 38]), np.array([7, 9]), seed=0, purpose=2)
+    >>> sorted(table.lookup(np.zeros(4, np.int64), np.arange(4)).tolist())  # two passes of 0, 1
+    [0, 0, 1, 1]
+    >>> sorted(table.lookup(np.ones(38, np.int64), np.arange(38)).tolist()) == list(range(2, 40))
+    True
+    """
+
+    def __init__(
+        self, members: np.ndarray, sizes: np.ndarray, keys: np.ndarray, *, seed: int, purpose: int
+    ) -> None:
+        self.members = members
+        sizes = np.asarray(sizes, dtype=np.int64)
+        self.keys = np.asarray(keys, dtype=np.int64)
+        self.seed = seed
+        self.purpose = purpose
+        small = sizes <= SMALL_PASS
+        present = np.flatnonzero(np.bincount(sizes[small], minlength=1))
+        self._present = present.tolist()
+        starts = np.zeros(SMALL_PASS + 1, dtype=np.int64)
+        starts[present] = TABLE_ROWS * (np.cumsum(present) - present)
+        # One row per group, read in one memory access per draw: member offset,
+        # size, group key (its uint64 bits), either where its size's rows start in
+        # the table (small) or the pass its cache holds (-1: none), and where that
+        # pass starts in the cache.
+        self._records = np.zeros((sizes.size, 5), dtype=np.int64)
+        self._records[:, 0] = np.cumsum(sizes) - sizes
+        self._records[:, 1] = sizes
+        self._records[:, 2] = group_keys(seed, purpose, self.keys).view(np.int64)
+        self._records[:, 3] = np.where(small, starts[np.minimum(sizes, SMALL_PASS)], -1)
+        self.offsets = self._records[:, 0]  # views of the rows
+        self.sizes = self._records[:, 1]
+        self._keys = self._records[:, 2].view(np.uint64)
+        self._table: np.ndarray | None = None
+        large = int(sizes[~small].sum())
+        self._cache = np.empty(2 * large, dtype=members.dtype)
+        self._used = 0  # cache entries written since it was last emptied
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def _small_table(self) -> np.ndarray:
+        """The small groups' permutations (uint8), for the sizes present; made on first use.
+
+        Each size's rows come from a stream of their own, so the table does not
+        depend on which other sizes are present.
+        """
+        if self._table is None:
+            parts = []
+            for size in self._present:
+                words = seed_sequence(self.seed, PURPOSE_SMALL_TABLE, self.purpose, size)
+                rng = np.random.Generator(np.random.PCG64(words))
+                rows = np.tile(np.arange(size, dtype=np.uint8), (TABLE_ROWS, 1))
+                parts.append(rng.permuted(rows, axis=1, out=rows).ravel())
+            self._table = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return self._table
+
+    def _from_table(self, record: np.ndarray, passes: np.ndarray, cursor: np.ndarray) -> np.ndarray:
+        """Member positions of draws of small groups (``cursor`` is overwritten).
+
+        Row ``P mod TABLE_ROWS`` of the group's size, read from ``(P >> 32) mod
+        size`` on, cyclically. Every intermediate is non-negative and below
+        2**63, so its uint64 and int64 views agree.
+        """
+        size = np.ascontiguousarray(record[:, 1])
+        keys = pass_keys(np.ascontiguousarray(record[:, 2]).view(np.uint64), passes)
+        rows = (keys & np.uint64(TABLE_ROWS - 1)).view(np.int64)
+        keys >>= _S32
+        keys %= size.view(np.uint64)
+        turned = cursor
+        turned += keys.view(np.int64)
+        turned -= size * (turned >= size)
+        turned += record[:, 3]
+        rows *= size
+        turned += rows
+        return np.take(self._small_table(), turned).astype(np.int64)
+
+    def lookup(
+        self,
+        group: np.ndarray,
+        draw: np.ndarray,
+        *,
+        first: np.ndarray | None = None,
+        end: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Documents of draw numbers ``draw`` of groups ``group`` (int64, vectorised).
+
+        ``first`` and ``end`` are accepted for the :class:`GroupTable` interface
+        and not needed.
+        """
+        group = np.asarray(group, dtype=np.int64)
+        draw = np.asarray(draw, dtype=np.int64)
+        record = np.take(self._records, group, axis=0)
+        size = record[:, 1]
+        passes, cursor = np.divmod(draw, size)
+        small = size <= SMALL_PASS
+        if small.all():
+            where = self._from_table(record, passes, cursor)
+            where += record[:, 0]
+            return np.take(self.members, where).astype(np.int64)
+        if not small.any():
+            return self._from_cache(group, record, passes, cursor)
+        out = np.empty(group.size, dtype=np.int64)
+        rest = np.flatnonzero(small)
+        where = self._from_table(record[rest], passes[rest], cursor[rest])
+        where += record[rest, 0]
+        out[rest] = np.take(self.members, where)
+        big = np.flatnonzero(~small)
+        out[big] = self._from_cache(group[big], record[big], passes[big], cursor[big])
+        return out
+
+    def _from_cache(
+        self, group: np.ndarray, record: np.ndarray, passes: np.ndarray, cursor: np.ndarray
+    ) -> np.ndarray:
+        """Documents of draws of larger groups: their cached pass, else a new one."""
+        where = record[:, 4] + cursor
+        docs = np.take(self._cache, where).astype(np.int64)
+        missed = np.flatnonzero(record[:, 3] != passes)
+        if missed.size:
+            docs[missed] = self._new_passes(group[missed], passes[missed], cursor[missed])
+        return docs
+
+    def _new_passes(self, group: np.ndarray, passes: np.ndarray, cursor: np.ndarray) -> np.ndarray:
+        """Documents of draws whose pass is not cached: make each (group, pass) once.
+
+        The passes made go to the cache; each group's latest one is its cached
+        pass, unless the cache holds a later one.
+        """
+        order = np.lexsort((passes, group))
+        group, passes = group[order], passes[order]
+        new = np.ones(group.size, dtype=bool)
+        new[1:] = (group[1:] != group[:-1]) | (passes[1:] != passes[:-1])
+        pair_of = np.cumsum(new) - 1
+        pair_group, pair_pass = group[new], passes[new]
+        sizes = self.sizes[pair_group]
+        made = pass_orders(pass_keys(self._keys[pair_group], pair_pass), sizes)
+        if pair_group.size == 1:
+            made += int(self.offsets[pair_group[0]])
+        else:
+            made += np.take(self.offsets[pair_group], np.repeat(np.arange(sizes.size), sizes))
+        starts = np.cumsum(sizes) - sizes
+        at = self._room(made.size)
+        documents = self._cache[at : at + made.size]
+        np.take(self.members, made, out=documents)
+        docs = np.empty(group.size, dtype=np.int64)
+        docs[order] = documents[starts[pair_of] + cursor[order]]
+        latest = np.ones(pair_group.size, dtype=bool)
+        latest[:-1] = pair_group[1:] != pair_group[:-1]
+        kept = np.flatnonzero(latest)
+        kept = kept[pair_pass[kept] > self._records[pair_group[kept], 3]]
+        self._records[pair_group[kept], 3] = pair_pass[kept]
+        self._records[pair_group[kept], 4] = at + starts[kept]
+        return docs
+
+    def _room(self, n: int) -> int:
+        """Where ``n`` new cache entries go; when full, keep each group's cached pass only."""
+        if self._used + n > self._cache.size:
+            cached = np.flatnonzero(self._records[:, 3] >= 0)
+            sizes = self.sizes[cached]
+            source = np.repeat(self._records[cached, 4] - (np.cumsum(sizes) - sizes), sizes)
+            source += np.arange(int(sizes.sum()), dtype=np.int64)
+            kept = self._cache[source]  # every cached pass, packed at the front
+            self._cache[: kept.size] = kept
+            self._records[cached, 4] = np.cumsum(sizes) - sizes
+            self._used = int(kept.size)
+        if self._used + n > self._cache.size:  # passes asked for at once: room for them
+            grown = np.empty(self._used + n, dtype=self._cache.dtype)
+            grown[: self._used] = self._cache[: self._used]
+            self._cache = grown
+        at = self._used
+        self._used += n
+        return at
+
+    def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
+        """Total tokens of the first ``counts[g]`` draws of every group (exact).
+
+        Whole passes contribute the group's total; the partial passes their
+        orders' prefixes, looked up at once.
+        """
+        _, total, full_passes, partial = whole_pass_tokens(
+            counts, lengths, self.members, self.offsets, self.sizes
+        )
+        which = np.flatnonzero(partial)
+        if which.size:
+            group = np.repeat(which, partial[which])
+            starts = np.cumsum(partial[which]) - partial[which]
+            cursor = np.arange(group.size, dtype=np.int64) - np.repeat(starts, partial[which])
+            draws = full_passes[group] * self.sizes[group] + cursor
+            total += int(lengths[self.lookup(group, draws)].sum())
+        return total

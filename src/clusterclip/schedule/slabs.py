@@ -1,0 +1,224 @@
+"""The planned order of ``SCHEDULE_VERSION`` 4: the plan's times, sorted in slabs of time.
+
+The plan and the times are those of the earlier versions
+(:mod:`clusterclip.schedule.planned`): cluster ``k`` gets ``n_k`` draws
+(water-filling), and its draw ``j`` the time ``tau = (j + phi_k) / n_k`` (float64,
+that very expression) with the phases of ``planned_phases``. Version 4 lists
+the draws by ``(q, k, j)`` with ``q = floor(tau * 2**TIME_BITS)``: the time on a
+grid of ``2**-40``, ties in cluster order, then draw order. Sorting integers
+instead of floats lets one ``np.sort`` of packed int64 keys order a whole slab.
+
+A *slab* is every draw whose time lies in ``[i / S, (i + 1) / S)`` for a power of
+two ``S``: exactly the draws ``j`` of each cluster from ``below(i / S)`` to
+``below((i + 1) / S)``, where ``below(x)`` counts the draws with ``tau < x``
+(``ceil(x n_k - phi_k)``, made exact against the float expression). A slab is
+made in O(K + its draws) and is a contiguous run of positions (it starts at
+``sum(below(i / S))``), so the order is streamed slab after slab, and any
+position is found by a binary search over the slabs, without the earlier ones.
+``S`` is a speed knob only (slabs of about ``max(2**16, 4 K)`` positions): the
+order does not depend on it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from clusterclip.schedule.planned import planned_phases
+from clusterclip.schedule.protocols import Segment
+
+if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
+    from clusterclip.schedule.prepare import Prepared
+
+__all__ = ["PIECE", "SLAB_POSITIONS", "TIME_BITS", "SlabOrder", "SlabSource"]
+
+#: Bits of the time grid the draws are ordered on (part of SCHEDULE_VERSION 4).
+TIME_BITS = 40
+#: Positions a segment hands out at most (a speed knob: the lookups of a
+#: segment stay in cache).
+PIECE = 2**13
+#: Positions per slab, about: this many, or 4 per cluster when that is more (a
+#: speed knob: each slab costs O(K) besides its positions; the order does not
+#: depend on it).
+SLAB_POSITIONS = 2**16
+
+
+class SlabOrder:
+    """Random-access view of version 4's planned order of ``sum(plan)`` draws.
+
+    Parameters
+    ----------
+    plan : ndarray of int64, shape (G,)
+        Draws per group (:func:`~clusterclip.schedule.planned.plan_draws`).
+    phases : ndarray of float64, shape (G,)
+        :func:`~clusterclip.schedule.planned.planned_phases`.
+
+    Examples
+    --------
+    >>> order = SlabOrder(np.array([3, 0, 2]), np.array([0.5, 0.1, 0.2]))
+    >>> groups, draws = order.slab(0)
+    >>> groups.tolist(), draws.tolist()     # times 1/10, 1/6, 1/2, 3/5, 5/6
+    ([2, 0, 0, 2, 0], [0, 0, 1, 1, 2])
+    """
+
+    def __init__(self, plan: np.ndarray, phases: np.ndarray) -> None:
+        self.plan = np.asarray(plan, dtype=np.int64)
+        self.total = int(self.plan.sum())
+        self.clusters = np.flatnonzero(self.plan > 0)  # groups that appear at all
+        self.n = self.plan[self.clusters]
+        self.phi = phases[self.clusters]
+        target = max(SLAB_POSITIONS, 4 * self.clusters.size)  # positions per slab, about
+        wanted = max(1, -(-self.total // target))
+        self.n_slabs = min(2 ** (wanted - 1).bit_length(), 2**20)
+        self._starts: dict[int, int] = {0: 0, self.n_slabs: self.total}
+        self._last: tuple[float, np.ndarray] | None = None  # the latest below(x), for the next slab
+
+    def below(self, x: float) -> np.ndarray:
+        """Exact count of draws of each appearing cluster with ``tau < x`` (a new array)."""
+        if self._last is not None and self._last[0] == x:  # the previous slab's end
+            return self._last[1].copy()
+        count = self._below(x)
+        self._last = (x, count)
+        return count.copy()
+
+    def _below(self, x: float) -> np.ndarray:
+        if x <= 0.0:
+            return np.zeros_like(self.n)
+        if x >= 1.0:
+            return self.n.copy()
+        count = np.clip(np.ceil(x * self.n - self.phi), 0, self.n).astype(np.int64)
+        # The closed form is exact in real arithmetic; fix the float edge cases
+        # against the very expression used for tau.
+        for _ in range(8):
+            down = (count > 0) & (((count - 1) + self.phi) / self.n >= x)
+            up = (count < self.n) & ((count + self.phi) / self.n < x)
+            if not (down.any() or up.any()):
+                break
+            count = count - down + up
+        return count
+
+    def slab_start(self, i: int) -> int:
+        """Position of slab ``i``'s first draw (``total`` for ``i = n_slabs``)."""
+        if i not in self._starts:
+            self._starts[i] = int(self.below(i / self.n_slabs).sum())
+        return self._starts[i]
+
+    def slab_of(self, position: int) -> int:
+        """The slab holding ``position`` (``n_slabs`` when it is past the end)."""
+        if position >= self.total:
+            return self.n_slabs
+        low, high = 0, self.n_slabs  # slab_start(low) <= position < slab_start(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.slab_start(middle) <= position:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def slab(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Group and draw number of every position of slab ``i``, in order (int64)."""
+        low = self.below(i / self.n_slabs)
+        span = self.below((i + 1) / self.n_slabs)
+        span -= low
+        which = np.flatnonzero(span)
+        span, low = span[which], low[which]
+        n = int(span.sum())
+        self._starts.setdefault(i + 1, self.slab_start(i) + n)
+        owner = np.repeat(np.arange(which.size, dtype=np.int64), span)  # cluster-major
+        draws = np.arange(n, dtype=np.int64)
+        draws += np.take(low - (np.cumsum(span) - span), owner)
+        # tau = (j + phi_k) / n_k, the very expression of the definition; on the grid.
+        tau = draws + np.take(self.phi[which], owner)
+        tau /= np.take(self.n[which], owner)
+        tau *= float(2**TIME_BITS)
+        time = tau.astype(np.int64)
+        time -= (i * 2**TIME_BITS) // self.n_slabs
+        order = _by_time(time, n)
+        groups = self.clusters[which]
+        shift = max(int((low + span).max(initial=1)), 1).bit_length()  # of every draw number
+        if (int(groups.max(initial=0)) >> (62 - shift)) == 0:  # one gather of both, packed
+            both = np.take(groups, owner)
+            both <<= shift
+            both |= draws
+            both = np.take(both, order)
+            draws = both & ((1 << shift) - 1)
+            both >>= shift
+            return both, draws
+        return np.take(groups, np.take(owner, order)), np.take(draws, order)
+
+    def counts_before(self, position: int) -> np.ndarray:
+        """Draws of every group (length G) among the first ``position`` positions."""
+        counts = np.zeros(self.plan.size, dtype=np.int64)
+        if position <= 0:
+            return counts
+        if position >= self.total:
+            return self.plan.copy()
+        i = self.slab_of(position)
+        counts[self.clusters] = self.below(i / self.n_slabs)
+        groups, _ = self.slab(i)
+        counts += np.bincount(groups[: position - self.slab_start(i)], minlength=self.plan.size)
+        return counts
+
+
+def _by_time(time: np.ndarray, n: int) -> np.ndarray:
+    """Stable order of ``time`` (non-negative int64): positions by ``(time, position)``.
+
+    One ``np.sort`` of ``time << b | position`` when both fit in 63 bits (always,
+    for slabs of fewer than 2**23 positions), else a lexsort.
+    """
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = max(n - 1, 1).bit_length()
+    if int(time.max()).bit_length() + width > 63:
+        return np.lexsort((np.arange(n), time))
+    time <<= width
+    time |= np.arange(n, dtype=np.int64)
+    time.sort()
+    time &= (1 << width) - 1
+    return time
+
+
+class SlabSource:
+    """Version 4's planned order as the cluster part of a schedule (an :class:`OnlineSource`)."""
+
+    def __init__(self, prep: Prepared, plan: np.ndarray) -> None:
+        self.prep = prep
+        self.order = SlabOrder(plan, planned_phases(prep.config.seed, len(prep.weights)))
+        self.slab = -1
+        self.slab_start = 0
+        self.groups = self.draws = np.zeros(0, dtype=np.int64)
+        self.start = 0
+
+    def _load(self, i: int) -> None:
+        self.slab = i
+        self.slab_start = self.order.slab_start(i)
+        self.groups, self.draws = self.order.slab(i)
+
+    def seek(self, start: int, end: int | None) -> int:
+        start = min(start, self.order.total)
+        i = self.order.slab_of(start)
+        if i < self.order.n_slabs:
+            self._load(i)
+        self.start = start
+        return start
+
+    def counts_before(self) -> np.ndarray:
+        return self.order.counts_before(self.start)
+
+    def segment(self, g0: int, limit: int | None) -> Segment:
+        at = g0 - self.slab_start
+        if at >= self.groups.size:  # the next slab (skipping empty ones)
+            self._load(self.order.slab_of(g0))
+            at = g0 - self.slab_start
+        stop = min(self.groups.size, at + PIECE)
+        if limit is not None:
+            stop = min(stop, limit - self.slab_start)
+        groups, draws = self.groups[at:stop], self.draws[at:stop]
+        clips = np.flatnonzero(draws == self.prep.caps[groups] - 1)
+        return self.prep.groups.lookup(groups, draws), groups, clips
+
+    def drawn_before(self, position: int) -> np.ndarray:
+        """Draws of every group among the first ``position`` positions."""
+        return self.order.counts_before(position)
