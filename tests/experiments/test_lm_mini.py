@@ -103,7 +103,7 @@ def test_training_order_is_the_product_schedule(mini_results):
     _, pool_labels = np.unique(prep.labels[pool], return_inverse=True)
     schedule = build_schedule(
         pool_labels, num_tokens=1024 + cfg.max_doc_tokens + 2, lengths=lengths,
-        on_exhausted="random", seed=3, max_repeats=2,
+        on_exhausted="random", seed=3, max_repeats=2, schedule_version=cfg.schedule_version,
     )  # fmt: skip
     assert np.array_equal(order, pool[schedule.indices])
     assert np.bincount(order).max() <= 2

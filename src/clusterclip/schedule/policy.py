@@ -49,7 +49,7 @@ from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.policies import POLICIES, Policy, TemperaturePolicy
 from clusterclip.schedule.prepare import Prepared
 from clusterclip.schedule.rules import draw_rule
-from clusterclip.schedule.stream import ScheduleStream, _outside_package, rechunk
+from clusterclip.schedule.stream import ScheduleStream, outside_package, rechunk
 from clusterclip.schedule.units import Units, validate_duplicate_of
 
 __all__ = [
@@ -357,7 +357,7 @@ class SchedulePolicy:
             warnings.warn(
                 f"clusterclip: {out_of_range_message(out_of_range, labels.size)}",
                 UserWarning,
-                stacklevel=_outside_package(),
+                stacklevel=outside_package(),
             )
             optional["labels_out_of_range"] = out_of_range
         lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])

@@ -40,7 +40,7 @@ from clusterclip.schedule.protocols import OnlineSource
 from clusterclip.schedule.sources import earliest
 from clusterclip.schedule.stats import GroupDraws, compute_stats, dense_ids
 
-__all__ = ["ScheduleStream", "materialise", "plan_for_budget", "rechunk"]
+__all__ = ["ScheduleStream", "materialise", "outside_package", "plan_for_budget", "rechunk"]
 
 
 def plan_for_budget(prep: Prepared) -> np.ndarray:
@@ -344,7 +344,7 @@ class ScheduleStream:
             f"continue with random passes, or raise {spell('max_repeats')} above "
             f"{self.config.max_repeats}.",
             ClusterClipWarning,
-            stacklevel=_outside_package(),
+            stacklevel=outside_package(),
         )
 
 
@@ -372,7 +372,7 @@ def _concatenated(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarra
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _outside_package() -> int:
+def outside_package() -> int:
     """``stacklevel`` of the first caller outside ``clusterclip`` (whatever the route)."""
     frame = sys._getframe(1)
     level = 1
