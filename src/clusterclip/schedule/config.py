@@ -68,7 +68,7 @@ def schedule_version_for(seed: int) -> int:
 def check_schedule_version(version: object, seed: int) -> int:
     """``version`` as an int (None: the default rule, ``SCHEDULE_VERSION``), or the standard error.
 
-    Versions 1 and 2 are one rule (the default before version 3 and 4),
+    Versions 1 and 2 are one rule (the default before version 4),
     recorded as 1 for seeds below 2**32 and as 2 above: only that pair is
     accepted, so that a schedule asked for with an old version records exactly
     what earlier releases recorded.

@@ -6,8 +6,11 @@ row ``i`` lists the ancestors of document ``i``'s leaf cluster (``labels[i]``)
 from the coarsest level to the finest (e.g. the coarse clusters of a
 hierarchical k-means, or a source -> topic taxonomy above the topic labels).
 
-One draw with the position's uniform ``u`` (the same uniforms as the online
-rule, :func:`clusterclip.schedule.engine.block_uniforms`)::
+At every position each level is a uniform choice among the *active* children
+of the node chosen above. Versions 1 and 2 draw it with the position's uniform
+``u`` (the same uniforms as their online rule,
+:func:`clusterclip.schedule.choosers.block_uniforms`); version 4 with a stream
+per inner node (:mod:`clusterclip.schedule.treewindows`). One draw of version 1::
 
     node = root
     for each level, coarsest first:
@@ -25,7 +28,7 @@ this is exactly the ``clusterclip`` rule.
 This module holds the pure parts: :func:`validate_levels` (the input checks,
 returning a :class:`Hierarchy` of one ancestor path per leaf) and
 :class:`ActiveTree` (the active sets, a vectorised walk and the O(depth)
-update of a clip). The engine's chooser uses them.
+update of a clip). Version 1's chooser uses them.
 
 >>> labels = np.array([0, 1, 2, 2, -1])
 >>> levels = np.array([[0], [0], [1], [1], [-1]])   # leaves 0, 1 under 0; leaf 2 under 1
