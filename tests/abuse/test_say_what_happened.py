@@ -137,9 +137,13 @@ def test_broken_pipe_finishes_the_run_and_says_so(small):
     "signal_name, status, said",
     [("SIGINT", 130, "interrupted (Ctrl-C)"), ("SIGTERM", 143, "terminated (SIGTERM)")],
 )
-def test_a_stopped_run_says_which_stages_did_not_run(small, signal_name, status, said):
+def test_a_stopped_run_says_which_stages_did_not_run(tmp_path, signal_name, status, said):
+    require_module("sklearn")  # the tfidf encoder
+    # 10,000 verses: the whole run takes seconds after the embed stage starts, so the
+    # signal lands part-way even on a loaded machine (300 verses could finish first).
+    (tmp_path / "verses.jsonl").write_bytes(jsonl(kjv_records(step=3)))
     args = ("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2")
-    process = start(*args, cwd=small, progress="60s")
+    process = start(*args, cwd=tmp_path, progress="60s")
     for line in process.stderr:  # stop it once the embed stage is under way
         if line.startswith("progress: embed: started"):
             process.send_signal(getattr(signal, signal_name))
@@ -152,7 +156,7 @@ def test_a_stopped_run_says_which_stages_did_not_run(small, signal_name, status,
     assert "stopped part-way" in stopped and "not run: " in stopped
     assert stopped.split("not run: ", 1)[1].split(".")[0].endswith("report")
     assert "Rerun the same command to finish" in stopped
-    rerun = clusterclip(*args, cwd=small)  # what the message promises
+    rerun = clusterclip(*args, cwd=tmp_path)  # what the message promises
     assert rerun.returncode == 0, rerun.stderr
     assert "clusterclip run: done" in rerun.stdout
 
