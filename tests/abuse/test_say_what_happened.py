@@ -114,9 +114,22 @@ def test_help_says_how_to_silence_progress(command, capsys):
 # --------------------------------------------------------------------------- stops
 
 
+def many_verses(folder: Path) -> Path:
+    """``folder/verses.jsonl`` with 10,000 verses.
+
+    A run over them takes seconds after each stage starts, so a signal or a
+    closed pipe lands part-way even on a loaded machine (300 verses could
+    finish before the test's next step).
+    """
+    require_module("sklearn")  # the tfidf encoder
+    (folder / "verses.jsonl").write_bytes(jsonl(kjv_records(step=3)))
+    return folder
+
+
 @pytest.mark.slow
-def test_broken_pipe_finishes_the_run_and_says_so(small):
+def test_broken_pipe_finishes_the_run_and_says_so(tmp_path):
     """`clusterclip run ... | head -n 2`: the run goes on to the end and says what ran."""
+    small = many_verses(tmp_path)
     process = start("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2", cwd=small)
     first = [process.stdout.readline() for _ in range(2)]
     process.stdout.close()  # head -n 2 leaves
@@ -138,10 +151,7 @@ def test_broken_pipe_finishes_the_run_and_says_so(small):
     [("SIGINT", 130, "interrupted (Ctrl-C)"), ("SIGTERM", 143, "terminated (SIGTERM)")],
 )
 def test_a_stopped_run_says_which_stages_did_not_run(tmp_path, signal_name, status, said):
-    require_module("sklearn")  # the tfidf encoder
-    # 10,000 verses: the whole run takes seconds after the embed stage starts, so the
-    # signal lands part-way even on a loaded machine (300 verses could finish first).
-    (tmp_path / "verses.jsonl").write_bytes(jsonl(kjv_records(step=3)))
+    many_verses(tmp_path)
     args = ("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2")
     process = start(*args, cwd=tmp_path, progress="60s")
     for line in process.stderr:  # stop it once the embed stage is under way
