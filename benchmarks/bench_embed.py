@@ -11,6 +11,12 @@ run:
   end to end (read, count tokens, encode, write shards) with the auto precision;
 - ``plain-static``: ``model2vec.StaticModel.encode``; ``ours-static`` and
   ``ours-tfidf``: ``clusterclip.embed`` end to end;
+- static ratios, alternated in one process (:func:`static_ratios`): our static
+  path end to end against a bare ``StaticModel.encode`` and against the bare
+  tokenizer on the same short and long documents;
+- bfloat16 cases (the ``--batching`` sweep's) run only on CPUs with native
+  bfloat16 (:func:`clusterclip.threads.native_bfloat16`); elsewhere a line says
+  they were skipped;
 - quality: mean cosine of our transformer vectors (stored float16) to the
   plain float32 ones, and the agreement (ARI) of k-means (k=5) clusterings of
   the BBC articles under ``static`` and the transformer, plus each one's NMI to
@@ -24,6 +30,7 @@ Usage::
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --paired 8   # transformer ratio only
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --batching   # batch shapes
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --layout 3   # fixed shapes vs sorted
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --static 5   # static ratios only
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import gzip
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +51,12 @@ from pathlib import Path
 
 import numpy as np
 
+from clusterclip.cluster.blas import cpu_model
+from clusterclip.threads import native_bfloat16
+
 KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
+#: Why the bfloat16 cases are skipped on this CPU.
+NO_BF16 = "this CPU has no native bfloat16 (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo)"
 
 
 def kjv_verses() -> list[str]:
@@ -222,15 +235,17 @@ def fp32_agreement(plain: object, ours: object, per_topic: int) -> None:
 
 
 def batching_sweep(n_docs: int, rounds: int = 3) -> None:
-    """docs/s of our transformer encoder under fixed-size and token-budget batches.
+    """docs/s of our transformer encoder under several padded-token budgets per micro-batch.
 
     Same encoder object, same documents (~100-token KJV chunks and BBC
-    articles), in one process; each round runs every setting in a rotated
+    articles), in one process; each round runs every budget in a rotated
     order (the load drifts on a shared machine) and the median over rounds is
-    reported with its ratio to fixed batches of 32 texts. bf16 sweeps every
-    setting, fp32 only the two that matter. Picks ``CPU_BATCH_TOKENS``.
+    reported with its ratio to ``CPU_BATCH_TOKENS``, the budget it picks. bf16
+    sweeps every budget (on CPUs with native bf16 only), fp32 the default and
+    a larger one. Batches of a fixed number of texts are gone since the
+    micro-batches have fixed shapes per text length (issue 13).
     """
-    from clusterclip.embed.encoders import EncoderSpec
+    from clusterclip.embed.encoders import CPU_BATCH_TOKENS, EncoderSpec
 
     verses = kjv_verses()
     chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
@@ -239,30 +254,28 @@ def batching_sweep(n_docs: int, rounds: int = 3) -> None:
         "~100-token KJV chunks": chunks[:: len(chunks) // n_docs][:n_docs],
         "BBC articles (256-token cap)": articles[:n_docs],
     }
-    sweeps = {
-        "bfloat16": [("fixed", 16), ("fixed", 32), ("fixed", 64)]
-        + [("tokens", budget) for budget in (2048, 4096, 8192)],
-        "float32": [("fixed", 32), ("tokens", 4096)],
-    }
-    for precision, settings in sweeps.items():
+    sweeps = {"bfloat16": (512, 1024, 2048, 4096), "float32": (1024, 4096)}
+    if not native_bfloat16():
+        del sweeps["bfloat16"]
+        print(f"bfloat16 sweep skipped: {NO_BF16}", flush=True)
+    for precision, budgets in sweeps.items():
         encoder = EncoderSpec(device="cpu", precision=precision).build()
         for corpus, texts in corpora.items():
             encoder.encode(texts[:16])
-            speed: dict[tuple[str, int], list[float]] = {setting: [] for setting in settings}
+            speed: dict[int, list[float]] = {budget: [] for budget in budgets}
             for round_ in range(rounds):
-                shift = round_ % len(settings)
-                for kind, value in settings[shift:] + settings[:shift]:
-                    encoder.batch_size, encoder.batch_tokens = (
-                        (value, None) if kind == "fixed" else (None, value)
-                    )
+                shift = round_ % len(budgets)
+                for budget in budgets[shift:] + budgets[:shift]:
+                    encoder.batch_tokens = budget
                     start = time.perf_counter()
                     encoder.encode(texts)
-                    speed[(kind, value)].append(len(texts) / (time.perf_counter() - start))
-            median = {setting: float(np.median(values)) for setting, values in speed.items()}
-            base = median[("fixed", 32)]
+                    speed[budget].append(len(texts) / (time.perf_counter() - start))
+            encoder.batch_tokens = CPU_BATCH_TOKENS
+            median = {budget: float(np.median(values)) for budget, values in speed.items()}
+            base = median[CPU_BATCH_TOKENS]
             cells = "  ".join(
-                f"{kind} {value}: {docs:.1f} ({docs / base:.2f}x)"
-                for (kind, value), docs in median.items()
+                f"{budget} tokens: {docs:.1f} ({docs / base:.2f}x)"
+                for budget, docs in median.items()
             )
             print(f"{precision} {corpus} ({len(texts)} docs), median docs/s: {cells}", flush=True)
 
@@ -337,6 +350,126 @@ def layout_comparison(rounds: int, *, precision: str = "float32") -> None:
         )
 
 
+def static_corpora(n_short: int, n_long: int) -> dict[str, list[str]]:
+    """~100-token documents (4 consecutive KJV verses, repeated to ``n_short``) and
+    ~500-token ones (``n_long`` BBC News articles, every topic)."""
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    articles, _ = bbc_articles(10_000)
+    return {
+        "short": (chunks * (n_short // len(chunks) + 1))[:n_short],
+        "long": articles[:: max(1, len(articles) // n_long)][:n_long],
+    }
+
+
+def static_ratios(rounds: int, *, n_short: int, n_long: int) -> dict[str, dict[str, float]]:
+    """Our static path end to end against a bare ``StaticModel.encode`` and the bare tokenizer.
+
+    In one process, on the same texts, alternated (the order rotates every round,
+    so a load that drifts on a shared machine hits each path alike); the median
+    over rounds of each ratio is printed:
+
+    - ``plain-static``: ``model2vec.StaticModel.encode(texts)`` with its defaults
+      (texts in memory; it truncates to its ``max_length`` and, above 10,000
+      texts, runs batches on threads with the tokenizer's own threads off);
+    - ``tokenizer``: the model's ``tokenizers.Tokenizer``, untruncated,
+      ``encode_batch_fast`` over batches of 1,024 texts (texts in memory): the
+      floor of any path that counts every document's tokens;
+    - ``ours``: ``clusterclip.embed(encoder="static")`` end to end: read the
+      jsonl file, count tokens, embed, write float16 parts and the index.
+
+    Models are loaded before the clock starts. Targets (issue 32): ours >= 0.9x
+    plain-static, and >= 0.5x the tokenizer (within 2x of its time).
+    """
+    import tokenizers
+    from model2vec import StaticModel
+
+    import clusterclip
+    from clusterclip.embed.encoders import EncoderSpec, ensure_static_model
+
+    path = ensure_static_model(EncoderSpec("static"))
+    plain = StaticModel.from_pretrained(str(path))
+    tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    root = Path(tempfile.mkdtemp(prefix="bench-static-"))
+    parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
+
+    def run_plain(texts: list[str]) -> None:
+        plain.encode(texts)
+        # model2vec turns the tokenizer's threads off for the whole process when it
+        # runs batches on threads (> 10,000 texts): undo it for the other paths
+        if parallelism is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = parallelism
+
+    def run_tokenizer(texts: list[str]) -> None:
+        for begin in range(0, len(texts), 1024):
+            tokenizer.encode_batch_fast(texts[begin : begin + 1024], add_special_tokens=False)
+
+    results: dict[str, dict[str, float]] = {}
+    for kind, texts in static_corpora(n_short, n_long).items():
+        docs = write_docs(root / f"{kind}.jsonl", texts)
+        workdir = root / f"w-{kind}"
+        EncoderSpec(encoder="static", state_dir=str(workdir.resolve())).build().encode(["warm"])
+
+        def run_ours(texts: list[str], docs: Path = docs, workdir: Path = workdir) -> None:
+            clusterclip.embed(docs, workdir=workdir, encoder="static", overwrite=True)
+
+        paths = {"plain-static": run_plain, "tokenizer": run_tokenizer, "ours": run_ours}
+        run_plain(texts[:8])
+        speeds: dict[str, list[float]] = {name: [] for name in paths}
+        cpu: dict[str, list[float]] = {name: [] for name in paths}  # CPU-seconds, all threads
+        ratios: dict[str, list[float]] = {"plain-static": [], "tokenizer": []}
+        for round_ in range(rounds):
+            names = list(paths)
+            names = names[round_ % 3 :] + names[: round_ % 3]
+            for name in names:
+                start, start_cpu = time.perf_counter(), time.process_time()
+                paths[name](texts)
+                speeds[name].append(len(texts) / (time.perf_counter() - start))
+                cpu[name].append(time.process_time() - start_cpu)
+            for base in ratios:
+                ratios[base].append(speeds["ours"][-1] / speeds[base][-1])
+            print(
+                f"  {kind} round {round_ + 1}: "
+                + ", ".join(
+                    f"{name} {speeds[name][-1]:,.0f} docs/s ({1e6 * cpu[name][-1] / len(texts):.0f} "
+                    "CPU-us/doc)"
+                    for name in paths
+                )
+                + "; ours / "
+                + ", ".join(f"{base} {values[-1]:.2f}x" for base, values in ratios.items()),
+                flush=True,
+            )
+        results[kind] = {
+            "docs": len(texts),
+            **{f"versus_{base}": float(np.median(values)) for base, values in ratios.items()},
+            **{f"range_{base}": (min(values), max(values)) for base, values in ratios.items()},
+            **{f"{name}_docs_per_second": float(np.median(v)) for name, v in speeds.items()},
+            **{f"{name}_cpu_seconds": float(np.median(v)) for name, v in cpu.items()},
+        }
+    for kind, row in results.items():
+        (low_plain, high_plain), (low_tok, high_tok) = (
+            row["range_plain-static"],
+            row["range_tokenizer"],
+        )
+        cpu_plain = row["ours_cpu_seconds"] / row["plain-static_cpu_seconds"]
+        cpu_tokenizer = row["ours_cpu_seconds"] / row["tokenizer_cpu_seconds"]
+        print(
+            f"static {kind} ({row['docs']:,} docs, median of {rounds} rounds): ours end to end "
+            f"{row['ours_docs_per_second']:,.0f} docs/s = {row['versus_plain-static']:.2f}x a "
+            f"bare StaticModel.encode (rounds {low_plain:.2f}-{high_plain:.2f}; target >= 0.9x), "
+            f"{row['versus_tokenizer']:.2f}x the bare tokenizer (rounds {low_tok:.2f}-"
+            f"{high_tok:.2f}; target >= 0.5x); CPU time ours / plain {cpu_plain:.2f}, "
+            f"ours / tokenizer {cpu_tokenizer:.2f}",
+            flush=True,
+        )
+    shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -382,11 +515,16 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--batching", action="store_true",
-        help="only sweep the transformer's batch shapes (fixed texts vs token budgets)",
+        help="only sweep the transformer's padded-token budget per micro-batch",
     )  # fmt: skip
     parser.add_argument(
         "--layout", type=int, metavar="ROUNDS", default=None,
         help="only compare fixed-shape micro-batches with sorted token-budget batches (fp32)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--static", type=int, metavar="ROUNDS", default=None,
+        help="only compare our static path end to end with a bare StaticModel.encode and "
+        "the bare tokenizer, alternated, this many rounds",
     )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
@@ -396,6 +534,7 @@ def main() -> None:
     if args.case:
         case(args.case, Path(args.docs), Path(args.out), Path(args.workdir))
         return
+    print(f"CPU: {cpu_model()}", flush=True)
     if args.layout:
         layout_comparison(args.layout)
         return
@@ -405,10 +544,13 @@ def main() -> None:
     if args.paired:
         paired_transformer(96 if args.quick else 192, args.paired)
         return
-
     n_short, per_topic, n_static, n_long_static = (
         (96, 12, 20_000, 500) if args.quick else (384, 50, 50_000, 2225)
     )
+    if args.static:
+        static_ratios(args.static, n_short=n_static, n_long=n_long_static)
+        return
+
     n_flat = args.flat_docs or (100_000 if args.quick else 1_000_000)
     verses = kjv_verses()
     chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
@@ -450,11 +592,8 @@ def main() -> None:
             f"{result['peak_rss_mb']:7.0f}MB {shown:>6}"
         )
 
-    statics = {(docs, label): result for docs, label, result, _, _ in rows if "static" in label}
-    for docs in ("short", "long"):
-        ours, plain = statics[(docs, "ours-static")], statics[(docs, "plain-static")]
-        ratio = ours["docs_per_second"] / plain["docs_per_second"]
-        print(f"{docs:6} ours-static end to end / plain StaticModel.encode: {ratio:.2f}x")
+    print("\nstatic, alternated in one process (the ratios above come from separate runs):")
+    static_ratios(2 if args.quick else 3, n_short=n_static, n_long=n_long_static)
 
     agreement = cluster_agreement(
         vectors_of(root, "ours-static", long), vectors_of(root, "ours-st", long), topics

@@ -6,7 +6,7 @@ Same data, same process, same run (ratios, not absolute times, are the result):
    backend; ``auto`` is the one listed first), scikit-learn ``KMeans``
    (Lloyd, k-means++, n_init=1), a straightforward torch re-implementation of
    the authors' loop (random init, fp32 matmul, arg-max, empty clusters left
-   stale; also in bf16), faiss ``Kmeans`` as installed (OpenBLAS core type
+   stale; also in bf16 where the CPU has native bf16), faiss ``Kmeans`` as installed (OpenBLAS core type
    ``Prescott``) and with the core type fixed (``SkylakeX``), each faiss run in
    a child process because OpenBLAS reads the variable once. Reported: wall
    time, time per iteration / the bare ``n x d @ d x K`` product (the floor of
@@ -23,6 +23,10 @@ Same data, same process, same run (ratios, not absolute times, are the result):
    default, one centre at a time) vs ``k-means++-rounds``: seeding time, fit time,
    seeding's share of the fit, objective, rare true clusters kept and clusters
    used, on the backend the CPU-flag rule picks (so no probe runs inside the timing).
+
+On a CPU without native bf16 (:func:`clusterclip.threads.native_bfloat16`: neither
+``avx512_bf16`` nor ``amx_bf16``) torch emulates bf16, many times slower: the bf16
+floors and the authors' bf16 loop are skipped there, with a line saying so.
 
 Data: :func:`clusterclip.cluster.synthetic.vmf_mixture` (seeded): K Zipf-sized
 (exponent 1) von Mises-Fisher-like clusters on the unit sphere sharing a common
@@ -50,6 +54,13 @@ import numpy as np
 
 from clusterclip.cluster import KMeans, assign_matrix
 from clusterclip.cluster.synthetic import vmf_mixture
+from clusterclip.threads import native_bfloat16
+
+#: Why the bf16 floors and the authors' bf16 loop are skipped on this CPU.
+NO_BF16 = (
+    "bf16 floors and the authors' bf16 loop skipped: this CPU has no native bfloat16 "
+    "(neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo; torch would emulate it)"
+)
 
 FULL = {
     "fit": {"n": 200_000, "dim": 384, "k": 1024, "n_iter": 20},
@@ -98,6 +109,16 @@ def matmul_floor(X: np.ndarray, C: np.ndarray, precision: str, repeat: int = 3) 
                     torch.mm(x[row : row + step], c)
                 best = min(best, time.perf_counter() - start)
     return float(best)
+
+
+def bf16_floor(X: np.ndarray, C: np.ndarray, repeat: int = 3) -> float | None:
+    """:func:`matmul_floor` in bf16, or ``None`` on a CPU without native bf16 (emulated
+    there: many times slower than fp32, and no backend of ours uses it)."""
+    return matmul_floor(X, C, "bf16", repeat) if native_bfloat16() else None
+
+
+def as_seconds(value: float | None, digits: int = 3) -> str:
+    return "skipped" if value is None else f"{value:.{digits}f} s"
 
 
 def mean_cosine(X: np.ndarray, centers: np.ndarray) -> float:
@@ -181,9 +202,10 @@ def section_fit(config: dict[str, int], seed: int, backends: list[str]) -> dict[
     log(f"\n== fit: n={n:,} d={dim} K={k} iterations={n_iter} ==")
     X, _ = vmf_mixture(n, dim, k, seed=seed)
     C = X[:k].copy()
-    floor32, floor16 = matmul_floor(X, C, "fp32"), matmul_floor(X, C, "bf16")
+    floor32, floor16 = matmul_floor(X, C, "fp32"), bf16_floor(X, C)
     log(
-        f"floor: bare X @ C.T  fp32 {floor32:.3f} s   bf16 {floor16:.3f} s  (x{n_iter}: {floor32 * n_iter:.1f} s / {floor16 * n_iter:.1f} s)"
+        f"floor: bare X @ C.T  fp32 {floor32:.3f} s   bf16 {as_seconds(floor16)}  (x{n_iter}: "
+        f"{floor32 * n_iter:.1f} s / {as_seconds(floor16 and floor16 * n_iter, 1)})"
     )
     rows = []
 
@@ -208,19 +230,21 @@ def section_fit(config: dict[str, int], seed: int, backends: list[str]) -> dict[
     for backend in backends:
         # The machine's speed drifts over minutes: the floors a Lloyd iteration is
         # compared with are measured right before and right after this fit (mean).
-        before = matmul_floor(X, C, "fp32", repeat=1), matmul_floor(X, C, "bf16", repeat=1)
+        before = matmul_floor(X, C, "fp32", repeat=1), bf16_floor(X, C, repeat=1)
         seconds, model = timed(KMeans(k, seed=seed, n_iter=n_iter, backend=backend).fit, X)
-        after = matmul_floor(X, C, "fp32", repeat=1), matmul_floor(X, C, "bf16", repeat=1)
-        near32, near16 = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+        after = matmul_floor(X, C, "fp32", repeat=1), bf16_floor(X, C, repeat=1)
+        near32 = (before[0] + after[0]) / 2
+        near16 = None if before[1] is None else (before[1] + after[1]) / 2
         per_iteration = sum(s["seconds"] for s in model.stats_) / len(model.stats_)
+        versus16 = "" if near16 is None else f", {per_iteration / near16:.2f}x the bf16 floor"
         record(f"clusterclip KMeans ({model.backend_})", seconds, model.cluster_centers_,
                f"init {model.init_['seconds']:.2f} s, sample {model.sample_size_:,}; Lloyd "
                f"iteration {per_iteration:.3f} s = {per_iteration / near32:.2f}x the fp32 "
-               f"floor, {per_iteration / near16:.2f}x the bf16 floor (measured around this "
-               f"fit: {near32:.3f} s / {near16:.3f} s)")  # fmt: skip
+               f"floor{versus16} (measured around this fit: {near32:.3f} s / "
+               f"{as_seconds(near16)})")  # fmt: skip
         rows[-1].update(iteration_seconds=per_iteration, floor_fp32_around=near32,
                         floor_bf16_around=near16)  # fmt: skip
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16") if native_bfloat16() else ("fp32",):
         seconds, centers = timed(authors_loop, X, k, n_iter, seed, precision)
         record(f"torch authors' loop ({precision})", seconds, centers, "random init")
     seconds, centers = timed(sklearn_kmeans, X, k, n_iter, seed)
@@ -249,9 +273,11 @@ def section_assign(config: dict[str, int], seed: int) -> dict[str, Any]:
     log(f"\n== assign: {n:,} x {dim} against {k:,} centroids ==")
     X, _ = vmf_mixture(n, dim, k, seed=seed)
     C = X[:: n // k][:k].copy()
-    floor32, floor16 = matmul_floor(X, C, "fp32", repeat=2), matmul_floor(X, C, "bf16", repeat=2)
+    floor32, floor16 = matmul_floor(X, C, "fp32", repeat=2), bf16_floor(X, C, repeat=2)
+    rate16 = "" if floor16 is None else f" ({n / floor16:,.0f} docs/s)"
     log(
-        f"floor: bare X @ C.T  fp32 {floor32:.2f} s ({n / floor32:,.0f} docs/s)   bf16 {floor16:.2f} s ({n / floor16:,.0f} docs/s)"
+        f"floor: bare X @ C.T  fp32 {floor32:.2f} s ({n / floor32:,.0f} docs/s)   bf16 "
+        f"{as_seconds(floor16, 2)}{rate16}"
     )
     result = {"config": config, "floor_fp32": floor32, "floor_bf16": floor16, "rows": []}
     for backend in ("auto", "torch-fp32", "faiss"):
@@ -398,6 +424,8 @@ def main() -> None:
 
     sizes = QUICK if args.quick else FULL
     log(f"CPU: {cpu_model()}")
+    if not native_bfloat16():
+        log(NO_BF16)
     log(f"torch threads {torch.get_num_threads()}, CPU cores {os.cpu_count()}, CPU-flag rule backend = {resolve_backend('auto')}, "
         f"faiss OpenBLAS {faiss_blas_info()}")  # fmt: skip
     sections = (

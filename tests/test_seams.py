@@ -104,8 +104,8 @@ def test_one_spelling_per_setting_across_every_subcommand():
     for sub in _subcommands().values():
         for action in sub._actions:
             longs = [s for s in action.option_strings if s.startswith("--")]
-            if not longs or action.dest in ("help",):
-                continue
+            if not longs or action.dest in ("help",) or action.help == argparse.SUPPRESS:
+                continue  # a renamed flag's old spelling, hidden and deprecated
             keyword = action.dest.rpartition("__")[2]
             flags_of.setdefault(keyword, set()).add(longs[0])
             keywords_of.setdefault(longs[0], set()).add(f"{keyword}")

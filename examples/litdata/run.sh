@@ -25,7 +25,7 @@ export CLUSTERCLIP_PROGRESS=${CLUSTERCLIP_PROGRESS:-0} HF_HUB_OFFLINE=1
 # 2. the LitData export, laid out for the reader: 1 rank, 2 workers, batches of 8
 #    (prints its disk cost first: every draw is stored by value)
 "$client/clusterclip" export --workdir "$out/work" --format litdata --out "$out/lit" \
-  --world-size 1 --num-workers 2 --batch-size 8
+  --world-size 1 --loader-workers 2 --loader-batch-size 8
 
 # 3. a training loop that stops after 5 steps, then a new process that resumes
 "$client/python" examples/litdata/train_loop.py "$out/lit" --stop-after 5 --state "$out/state.json"

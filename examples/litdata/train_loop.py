@@ -1,7 +1,7 @@
 """A training loop that reads a clusterclip LitData export.
 
-The export was laid out for this reader (``--world-size 1 --num-workers 2
---batch-size 8``): LitData hands each DataLoader worker one contiguous run of
+The export was laid out for this reader (``--world-size 1 --loader-workers 2
+--loader-batch-size 8``): LitData hands each DataLoader worker one contiguous run of
 items, and the layout puts the draws where that reading gives the schedule back
 (docs/adapters.md, "LitData"). Each item carries its schedule ``position``,
 which the loop checks.

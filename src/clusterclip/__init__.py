@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from clusterclip.errors import ClusterClipError, MissingDependencyError
+from clusterclip.errors import ClusterClipError, ClusterClipWarning, MissingDependencyError
 
 __version__ = "0.1.0"
 
@@ -40,10 +40,23 @@ _LAZY = {
     "run": "clusterclip.pipeline",
 }
 
-__all__ = ["ClusterClipError", "MissingDependencyError", "__version__", *_LAZY]
+#: Sub-packages reachable as attributes after a bare ``import clusterclip``
+#: (``clusterclip.io.WorkDir(...)``), imported on first access. ``embed``, ``cluster``
+#: and ``dedup`` are the functions above, not their packages.
+_SUBPACKAGES = ("adapters", "config", "describe", "io", "options", "report", "schedule")
+
+__all__ = [
+    "ClusterClipError",
+    "ClusterClipWarning",
+    "MissingDependencyError",
+    "__version__",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"clusterclip.{name}")  # the import system binds it
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'clusterclip' has no attribute {name!r}")
@@ -53,4 +66,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted({*__all__, *_SUBPACKAGES})

@@ -2,7 +2,8 @@
 
 Holds what is worth keeping between runs on one machine and is cheap to
 rebuild: distilled static encoders (``static/``) and the k-means backend probe's
-results (``kmeans-backend.json``). Never the work directory's files.
+results for ``backend="fastest"`` (``kmeans-backend.json``; ``auto`` never reads it,
+so no result depends on this directory). Never the work directory's files.
 
 >>> cache_root().name  # doctest: +SKIP
 'clusterclip'

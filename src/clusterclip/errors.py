@@ -15,10 +15,13 @@ from typing import Any
 
 __all__ = [
     "ClusterClipError",
+    "ClusterClipWarning",
     "MissingDependencyError",
+    "given_as",
     "hint",
     "invalid",
     "none_word",
+    "plural",
     "require_extra",
     "spell",
     "spelled_as_flags",
@@ -29,9 +32,21 @@ _FLAGS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVa
     "clusterclip_flags", default=None
 )
 
+#: Keyword -> how the user gave a value that another setting produced (see :func:`given_as`).
+_GIVEN: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "clusterclip_given", default=None
+)
+
 
 class ClusterClipError(ValueError):
     """Base class of every error clusterclip raises on bad input or state."""
+
+
+class ClusterClipWarning(UserWarning):
+    """A result the user asked for differs from what they get (e.g. a budget cut short).
+
+    The command line prints each as one line, ``clusterclip CMD: warning: ...``.
+    """
 
 
 class MissingDependencyError(ClusterClipError, ImportError):
@@ -58,6 +73,27 @@ def spelled_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
         _FLAGS.reset(token)
 
 
+@contextlib.contextmanager
+def given_as(given: Mapping[str, str]) -> Iterator[None]:
+    """Inside this block, :func:`hint` shows ``given[name]`` for the values the user did not type.
+
+    A stage that turns one setting into another (``epochs=3`` into a budget of
+    ``num_samples``) wraps the work in it, so that messages name what the user
+    passed, never an option they did not.
+
+    >>> with given_as({"num_samples": "epochs=3.0 (300 documents)"}):
+    ...     print(hint("num_samples", 300))
+    epochs=3.0 (300 documents)
+    >>> print(hint("num_samples", 300))
+    num_samples=300
+    """
+    token = _GIVEN.set(dict(given))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
 def spell(name: str) -> str:
     """``name`` as the user typed it: its flag under the CLI, else the keyword."""
     flags = _FLAGS.get()
@@ -70,7 +106,13 @@ def none_word() -> str:
 
 
 def hint(name: str, value: Any) -> str:
-    """How to pass ``value`` for option ``name``: ``--flag VALUE`` or ``name=VALUE``."""
+    """How to pass ``value`` for option ``name``: ``--flag VALUE`` or ``name=VALUE``.
+
+    Inside :func:`given_as` a value the user gave another way is shown that way.
+    """
+    given = _GIVEN.get()
+    if given and name in given:
+        return given[name]
     flags = _FLAGS.get()
     if flags and name in flags:
         shown = (
@@ -109,6 +151,15 @@ def invalid(name: str, rule: str, got: Any, fix: str | None = None) -> ClusterCl
     if fix:
         message += f" {fix}"
     return ClusterClipError(message)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``count`` and ``word`` in agreement, for messages and summaries.
+
+    >>> plural(1, "cluster"), plural(1_250, "document"), plural(2, "was", "were")
+    ('1 cluster', '1,250 documents', '2 were')
+    """
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
 def require_extra(module: str, extra: str) -> Any:

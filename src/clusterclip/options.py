@@ -24,6 +24,8 @@ Field metadata
 ``minimum``   smallest allowed number
 ``above``     the number must be greater than this (an open bound, e.g. ``epochs > 0``)
 ``flag``      the flag when it is not ``--`` + the name with dashes
+``flag_help`` what the flag does, for a ``bool`` whose flag turns a ``True`` default off
+              (``--no-report``): ``help`` says what the setting means, which the flag inverts
 ``cli``       False: TOML / Python only
 
 >>> import dataclasses
@@ -55,6 +57,7 @@ __all__ = [
     "from_mapping",
     "option",
     "options_table",
+    "parse_count",
     "parse_int_list",
     "parse_repeats",
 ]
@@ -75,12 +78,13 @@ def option(
     minimum: float | None = None,
     above: float | None = None,
     flag: str | None = None,
+    flag_help: str | None = None,
     cli: bool = True,
 ) -> Any:
     """A dataclass field that declares one setting (see the module docstring)."""
     metadata = {"help": help, "kind": kind, "choices": choices, "minimum": minimum}
     metadata["above"] = above
-    metadata.update({"flag": flag, "cli": cli})
+    metadata.update({"flag": flag, "flag_help": flag_help, "cli": cli})
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -132,6 +136,39 @@ def check_seed(value: Any, name: str = "seed") -> int:
     return int(value)
 
 
+def parse_count(text: str) -> int:
+    """Parse an integer typed on the command line: ``1000000``, ``1_000_000`` or ``1e6``.
+
+    Scientific notation is read exactly (no float rounding) and must name a
+    whole number; the option's own check then applies its range.
+
+    >>> parse_count("1e6"), parse_count("2.5e3"), parse_count("1_000")
+    (1000000, 2500, 1000)
+    >>> parse_count("1.5")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: invalid int value: '1.5' (expected a whole number such as 1000000 or 1e6)
+    """
+    import decimal
+
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = decimal.Decimal(text.strip().replace("_", ""))
+    except decimal.InvalidOperation:
+        value = None
+    # beyond 1e1000 no count makes sense, and int() of 1e999999999 would take minutes
+    if value is not None and value.is_finite() and value.adjusted() > 1000:
+        value = None
+    if value is None or not value.is_finite() or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(
+            f"invalid int value: {text!r} (expected a whole number such as 1000000 or 1e6)"
+        ) from None
+    return int(value)
+
+
 def parse_repeats(text: str) -> int | None:
     """Parse a repetition cap: an int, or ``none`` / ``inf`` / ``infinity`` for no cap.
 
@@ -141,8 +178,8 @@ def parse_repeats(text: str) -> int | None:
     if text.strip().lower() in _NONE_WORDS:
         return None
     try:
-        return int(text)
-    except ValueError:
+        return parse_count(text)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"expected an int or one of {', '.join(_NONE_WORDS)}; got {text!r}"
         ) from None
@@ -157,8 +194,8 @@ def parse_int_list(text: str) -> tuple[int, ...]:
     if text.strip().lower() in ("", "none"):
         return ()
     try:
-        return tuple(int(part) for part in text.split(","))
-    except ValueError:
+        return tuple(parse_count(part) for part in text.split(","))
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated ints such as 100,3000; got {text!r}"
         ) from None
@@ -322,7 +359,7 @@ def add_flags(
             continue
         kind = field.metadata.get("kind", "str")
         default = _default(field)
-        help_text = field.metadata["help"]
+        help_text = field.metadata.get("flag_help") or field.metadata["help"]
         if default is not None and kind != "bool" and field.name not in needed:
             help_text += f" (default: {_shown(default)})"
         common: dict[str, Any] = {"dest": prefix + field.name, "help": help_text}
@@ -334,8 +371,8 @@ def add_flags(
             parser.add_argument(_flag(field), action="store_const", const=not default, **common)
             continue
         parse = {
-            "int": int,
-            "seed": int,
+            "int": parse_count,
+            "seed": parse_count,
             "float": float,
             "str": str,
             "int_or_none": parse_repeats,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterclip.config import (
@@ -32,9 +33,48 @@ __all__ = [
     "ReportOptions",
     "RunConfig",
     "ScheduleOptions",
+    "StageLedger",
     "plan_budget",
     "run",
 ]
+
+
+@dataclass
+class StageLedger:
+    """Which stages of a run finished, which one was running, which never started.
+
+    :func:`run` fills it as it goes, so a caller that sees the run stop (Ctrl-C,
+    SIGTERM, an error) can say what was done and what was not.
+
+    >>> ledger = StageLedger(planned=["embed", "cluster", "report"])
+    >>> ledger.finished["embed"] = "ran"; ledger.running = "cluster"
+    >>> ledger.describe()
+    'embed ran; cluster stopped part-way; not run: report'
+    >>> ledger.finished.update(cluster="ran", report="skipped"); ledger.running = None
+    >>> ledger.describe()
+    'every stage finished (embed ran, cluster ran, report skipped)'
+    """
+
+    planned: list[str] = field(default_factory=list)
+    finished: dict[str, str] = field(default_factory=dict)  # stage -> ran / resumed / skipped
+    running: str | None = None
+
+    def not_run(self) -> list[str]:
+        """The planned stages that did not finish, in pipeline order."""
+        return [name for name in self.planned if name not in self.finished]
+
+    def describe(self) -> str:
+        """What ran, what stopped part-way and what did not run, in one line."""
+        done = ", ".join(f"{name} {action}" for name, action in self.finished.items())
+        missing = [name for name in self.not_run() if name != self.running]
+        if not missing and self.running is None:
+            return f"every stage finished ({done})"
+        parts = [done] if done else []
+        if self.running is not None:
+            parts.append(f"{self.running} stopped part-way")
+        if missing:
+            parts.append(f"not run: {', '.join(missing)}")
+        return "; ".join(parts)
 
 
 def plan_budget(options: ScheduleOptions, n_usable: int) -> dict[str, int | None]:
@@ -119,6 +159,7 @@ def run(
     n_clusters: int | None = None,
     config: RunConfig | None = None,
     log: Callable[[str], None] | None = None,
+    ledger: StageLedger | None = None,
 ) -> dict[str, Any]:
     """Run embed -> cluster -> dedup -> schedule -> report, skipping up-to-date stages.
 
@@ -134,14 +175,20 @@ def run(
         Every other option, grouped by stage; see ``docs/configuration.md``.
     log : callable, optional
         Receives one line per stage decision (``print`` for the CLI).
+    ledger : StageLedger, optional
+        Filled as the stages finish: after an interruption it says which ran.
 
     Returns
     -------
     dict
         ``{"workdir", "stages": {stage: {"action", "reason", "seconds"}},
         "n_documents", "n_usable", "n_clusters", "budget", "schedule": {...stats},
-        "schedule_path", "report_path"}``. The schedule is deterministic: the
-        same corpus, options and seed give a byte-identical ``schedule.npy``.
+        "schedule_path", "report_path", "notices", "duplicates"}``: ``notices``
+        counts what was replaced, skipped or excluded
+        (:func:`clusterclip.report.notices.collect_notices`), ``duplicates`` the
+        near-duplicate groups and the documents they withheld. The schedule is
+        deterministic: the same corpus, options and seed give a byte-identical
+        ``schedule.npy``.
 
     Examples
     --------
@@ -156,6 +203,7 @@ def run(
     from clusterclip.dedup.stage import DedupStage
     from clusterclip.embed.job import EmbedStage
     from clusterclip.io import WorkDir
+    from clusterclip.progress import progress_enabled
     from clusterclip.report.stage import ReportStage
     from clusterclip.runner import run_stage
     from clusterclip.schedule.stage import ScheduleStage
@@ -163,25 +211,37 @@ def run(
     config, source = resolve_config(config, inputs, workdir, n_clusters)
     work = WorkDir(config.workdir)
     engine_options = config.ray.engine_options()
+    progress = progress_enabled()  # the k-means iterations and assignment, as for embed
     stages: list[tuple[Any, str]] = [
         (EmbedStage(source, engine=config.engine, engine_options=engine_options), "embed"),
-        (ClusterStage(engine=config.engine, engine_options=engine_options), "cluster"),
+        (
+            ClusterStage(engine=config.engine, engine_options=engine_options, progress=progress),
+            "cluster",
+        ),
     ]
     if config.schedule.duplicates == "group":
         stages.append((DedupStage(), "dedup"))
     stages.append((ScheduleStage(), "schedule"))
     if config.report.enabled:
         stages.append((ReportStage(), "report"))
+    ledger = ledger if ledger is not None else StageLedger()
+    ledger.planned = [stage.name for stage, _section in stages]
     outcomes = {}
-    for stage, section in stages:
-        outcomes[stage.name] = run_stage(
-            stage, work, config.stage_options(section), on_change="redo", log=log
-        )
-    return _result(work, outcomes)
+    with work.lock(log=log):  # one run at a time: its summary is its own stages'
+        for stage, section in stages:
+            ledger.running = stage.name
+            outcomes[stage.name] = run_stage(
+                stage, work, config.stage_options(section), on_change="redo", log=log
+            )
+            ledger.finished[stage.name] = outcomes[stage.name].action
+            ledger.running = None
+        return _result(work, outcomes)
 
 
 def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
     """The summary dict of a run, read back through the work directory."""
+    from clusterclip.report.notices import run_findings
+
     labels = work.labels()
     n_usable = int((labels >= 0).sum())
     saved = work.schedule()
@@ -206,6 +266,7 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
     result["warnings"] = (
         list(outcomes["dedup"].summary.get("warnings", [])) if "dedup" in outcomes else []
     )
+    result.update(run_findings(work, report_written="report" in outcomes))  # notices, duplicates
     for name in ("embed", "cluster", "dedup"):
         if name in outcomes and outcomes[name].action != "skipped":
             result[name] = outcomes[name].summary

@@ -10,12 +10,23 @@ artifacts it writes, and two methods:
 - optionally ``check(work, options)``: refuse, before anything is written or
   recorded, settings that only the inputs show to be impossible (e.g. a
   schedule too large for the memory), so a refused command leaves the work
-  directory as it was.
+  directory as it was;
+- optionally ``resolved(config, entry)``: the configuration with each ``auto``
+  replaced by what it resolves to (see :func:`_settled`), so that spelling out
+  what ``auto`` already chose (``--portable``) does not redo the stage;
+- optionally ``relocate(work, entry)``: on a skip, ``(entry, note)`` when the
+  same inputs are found at new paths (recorded; never part of freshness), else None;
+- optionally ``input_labels``: ``{input key: name}`` for the reasons (the embed
+  stage keys its files by position and names them by the path given now).
 
-:func:`run_stage` is the only code that decides whether a stage runs. A stage
+:func:`run_stage` is the only code that decides whether a stage runs, and it
+holds the work directory's lock (:meth:`~clusterclip.io.WorkDir.lock`) from the
+decision to the record. A stage
 is **fresh** (skipped) only when its manifest entry is complete, its whole
-configuration (``options``) and its inputs' fingerprints are unchanged, and its
-artifacts are present. Otherwise it
+configuration (``options``, compared after resolving ``auto``) and its inputs'
+fingerprints (of content, never of paths) are unchanged, and its artifacts are
+present and not damaged (:meth:`~clusterclip.io.WorkDir.damaged`: headers and
+sizes, cheap). Otherwise it
 
 - **resumes** an entry that stopped half-way with the same configuration and inputs,
 - **redoes** it (``on_change="redo"``, what ``clusterclip run`` does), or
@@ -111,22 +122,28 @@ def describe_changes(
     new_config: Mapping[str, Any],
     old_inputs: Mapping[str, Any],
     new_inputs: Mapping[str, Any],
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """One line per option that changed (``name: old -> new``) and per changed input."""
+    """One line per option that changed (``name: old -> new``) and per changed input.
+
+    ``labels`` names an input key for people (the embed stage's ``corpus file 1``
+    is the file given now).
+    """
     lines = [
         f"{key}: {old_config.get(key)!r} -> {new_config.get(key)!r}"
         for key in sorted(set(old_config) | set(new_config))
         if old_config.get(key) != new_config.get(key)
     ]
+    labels = labels or {}
     for key in sorted(set(old_inputs) | set(new_inputs)):
         if old_inputs.get(key) == new_inputs.get(key):
             continue
         if key not in new_inputs:
             lines.append(f"input {key} no longer given")
         elif key not in old_inputs:
-            lines.append(f"input {key} added")
+            lines.append(f"input {labels.get(key, key)} added")
         else:
-            lines.append(f"input {key} changed")
+            lines.append(f"input {labels.get(key, key)} changed")
     return lines
 
 
@@ -137,17 +154,45 @@ def _decide(
     entry = work.manifest()["stages"].get(stage.name)
     if entry is None:
         return "run", "first run"
-    changes = describe_changes(entry.get("config", {}), config, entry.get("inputs", {}), inputs)
+    old_config = entry.get("config", {})
+    labels = getattr(stage, "input_labels", None)
+    changes = describe_changes(old_config, config, entry.get("inputs", {}), inputs, labels)
     if not entry.get("complete"):
         if changes:
             return "changed", "; ".join(changes)
         return "resume", "previous run stopped before the end: resuming"
+    settled = _settled(stage, old_config, config, entry)
+    if settled:
+        changes = [line for line in changes if line not in settled]
     if changes:
         return "changed", "; ".join(changes)
     missing = [work.path_of(a).name for a in stage.artifacts if not work.exists(a)]
     if missing:
         return "run", f"outputs missing ({', '.join(missing)})"
+    damaged = [problem for a in stage.artifacts if (problem := work.damaged(a))]
+    if damaged:
+        return "run", f"outputs damaged: {'; '.join(damaged)}"
+    if settled:
+        return "skip", f"up to date: {'; '.join(settled)} resolves to the same settings"
     return "skip", "up to date"
+
+
+def _settled(
+    stage: Stage, old: dict[str, Any], new: dict[str, Any], entry: Mapping[str, Any]
+) -> list[str]:
+    """The option changes that do not change what the stage computes once ``auto`` is resolved.
+
+    A stage may define ``resolved(config, entry)``: its configuration with each
+    ``auto`` replaced by what it became (``entry`` given: read from the
+    finished stage's record) or becomes on this machine (``entry`` None; left
+    ``auto`` when only the work can tell), and options it does not use dropped.
+    """
+    resolved = getattr(stage, "resolved", None)
+    if resolved is None or old == new:
+        return []
+    if describe_changes(resolved(old, entry), resolved(new, None), {}, {}):
+        return []
+    return describe_changes(old, new, {}, {})
 
 
 def run_stage(
@@ -184,6 +229,19 @@ def run_stage(
     ClusterClipError
         ``on_change="refuse"`` and something changed (every change is named).
     """
+    with work.lock(log=log):  # one writer per work directory, from decision to record
+        return _run_locked(stage, work, options, on_change=on_change, force=force, log=log)
+
+
+def _run_locked(
+    stage: Stage,
+    work: WorkDir,
+    options: Any,
+    *,
+    on_change: str,
+    force: bool,
+    log: Callable[[str], None] | None,
+) -> StageRun:
     config = _plain(options)
     inputs = _plain(stage.inputs(work, options))
     action, reason = (
@@ -200,13 +258,17 @@ def run_stage(
         action = "run"
     if action == "skip":
         entry = work.manifest()["stages"][stage.name]
+        relocate = getattr(stage, "relocate", None)
+        moved = relocate(work, entry) if relocate is not None else None
+        if moved is not None:  # the same inputs found elsewhere: record where they are now
+            entry, note = moved
+            work.record(stage.name, entry)
+            reason = f"{reason}; {note}" if note else reason
         outcome = StageRun(stage.name, "skipped", reason, summary=entry.get("summary", {}))
         outcome.result = stage.load(work, entry)
         _say(log, outcome)
         return outcome
     resume = action == "resume"
-    if work.path.exists() and not work.path.is_dir():
-        raise ClusterClipError(f"work directory {work.path} is a file. Pass a directory path.")
     check = getattr(stage, "check", None)
     if check is not None:
         check(work, options)

@@ -1,10 +1,15 @@
-"""Thread helpers: one BLAS / torch thread for many small products, and one helper thread.
+"""Thread helpers and what the CPU offers: one BLAS / torch thread for many small
+products, one helper thread, the tokenizer's threads, and the CPU's flags.
 
 :func:`one_thread` is used by the k-means++ seeding, the node splits of
 hierarchical k-means and the descent of a cluster tree: on a busy machine,
 waking a second thread for each small product costs more than the product.
 :func:`helper` is the one background thread the schedule engine hands work to
-(version 3 looks up a window's documents there while it chooses the next window).
+(version 3 looks up a window's documents there while it chooses the next window);
+:func:`prefetched` runs the next item of a loop there (the static encoder
+tokenises its next batch while it pools this one). :func:`native_bfloat16`
+says from the CPU flags whether bfloat16 matmuls run natively (encoders,
+k-means backends and benchmarks ask it).
 """
 
 from __future__ import annotations
@@ -14,11 +19,26 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeVar
 
-__all__ = ["FasterWay", "available_cpus", "helper", "one_thread"]
+__all__ = [
+    "FasterWay",
+    "available_cpus",
+    "cpu_flags",
+    "helper",
+    "native_bfloat16",
+    "one_thread",
+    "prefetched",
+    "tokenizer_threads",
+]
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+#: CPU flags of native bfloat16 matmuls (AVX512-BF16 dot products, AMX tiles).
+BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 @contextlib.contextmanager
@@ -63,6 +83,60 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """CPU feature flags of this machine (empty where /proc/cpuinfo is absent).
+
+    >>> isinstance(cpu_flags(), frozenset)
+    True
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_bfloat16(flags: Iterable[str] | None = None) -> bool:
+    """True when a CPU with these flags runs bfloat16 matmuls natively (AVX512-BF16 or AMX).
+
+    Without them torch emulates bfloat16, many times slower than float32: the
+    bfloat16 cases of the benchmarks are skipped there. ``flags``: this
+    machine's (:func:`cpu_flags`) when ``None``.
+
+    >>> native_bfloat16({"avx512f", "avx512_bf16"}), native_bfloat16({"amx_bf16", "amx_tile"})
+    (True, True)
+    >>> native_bfloat16({"avx2", "avx512f", "avx512_vnni"}), native_bfloat16(set())
+    (False, False)
+    """
+    return bool(BFLOAT16_FLAGS & set(cpu_flags() if flags is None else flags))
+
+
+def tokenizer_threads() -> int:
+    """Threads the Rust tokenizers give one batch: the CPUs this process was given.
+
+    The tokenizers split a batch over rayon's pool, sized once, at its first
+    use, by ``RAYON_NUM_THREADS`` (default: every CPU the process may run on).
+    Where ``OMP_NUM_THREADS`` says how many CPUs this process was given (Ray
+    sets it to an actor's ``num_cpus``) and ``RAYON_NUM_THREADS`` is unset, it
+    is set to the same number, so that actors sharing a node do not each start
+    a thread per core. Call it before the first batch. ``TOKENIZERS_PARALLELISM``
+    is left as it is: ``false`` (set by the user, or by ``model2vec`` when it
+    runs its own batches on threads) makes a batch run on one thread.
+
+    >>> tokenizer_threads() >= 1
+    True
+    """
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    if "RAYON_NUM_THREADS" not in os.environ and given.isdigit() and int(given) > 0:
+        os.environ["RAYON_NUM_THREADS"] = given
+    threads = os.environ.get("RAYON_NUM_THREADS", "")
+    return int(threads) if threads.isdigit() and int(threads) > 0 else available_cpus()
+
+
 _HELPER: ThreadPoolExecutor | None = None
 _HELPER_LOCK = threading.Lock()
 
@@ -97,6 +171,36 @@ def helper() -> ThreadPoolExecutor | None:
         if _HELPER is None:
             _HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clusterclip-helper")
         return _HELPER
+
+
+def prefetched(
+    function: Callable[[Item], Result], items: Iterable[Item]
+) -> Iterator[tuple[Item, Result]]:
+    """``(item, function(item))`` in order, the next item's call already running on
+    the :func:`helper` thread (one ahead, so at most two results are held).
+
+    For a loop whose step has two halves that overlap: ``function`` (e.g. a
+    tokenizer call, which releases the GIL) for the next item runs while the
+    caller works on this one. In order and with the same results as a plain
+    loop; inline where there is no helper (one CPU). An error of ``function``
+    is raised where its item is reached.
+
+    >>> [(n, square) for n, square in prefetched(lambda n: n * n, [1, 2, 3])]
+    [(1, 1), (2, 4), (3, 9)]
+    """
+    worker = helper()
+    if worker is None:
+        for item in items:
+            yield item, function(item)
+        return
+    pending = None
+    for item in items:
+        running = (item, worker.submit(function, item))
+        if pending is not None:
+            yield pending[0], pending[1].result()
+        pending = running
+    if pending is not None:
+        yield pending[0], pending[1].result()
 
 
 class FasterWay:

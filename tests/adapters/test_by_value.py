@@ -7,7 +7,8 @@ import importlib.util
 
 import pytest
 
-from clusterclip.adapters.by_value import open_scheduled_texts, replaced_directory
+from clusterclip.adapters.by_value import open_scheduled_texts
+from clusterclip.adapters.output import export_folder
 from clusterclip.cli import main
 from clusterclip.errors import ClusterClipError, MissingDependencyError
 from tests.product_support import make_workdir
@@ -43,26 +44,22 @@ def test_the_disk_cost_is_said_before_writing(made, capsys):
     assert f"writing {scheduled / corpus:.2f}x the corpus: about " in line
 
 
-def test_an_export_folder_replaces_only_an_earlier_export(tmp_path):
+def test_an_export_folder_is_new_or_empty_and_appears_whole(tmp_path):
     out = tmp_path / "out"
-    with replaced_directory(out, what="mds") as tmp:
+    with export_folder(out) as tmp:
         (tmp / "clusterclip.json").write_text("{}")
         (tmp / "a").write_text("1")
-    with replaced_directory(out, what="mds") as tmp:
-        (tmp / "clusterclip.json").write_text("{}")
-    assert sorted(p.name for p in out.iterdir()) == ["clusterclip.json"]
-    with pytest.raises(RuntimeError), replaced_directory(out, what="mds") as tmp:
-        raise RuntimeError("writer failed")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # old export kept, no temp left
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("keep")
+    assert sorted(p.name for p in out.iterdir()) == ["a", "clusterclip.json"]
+    # an earlier export is not replaced either: nothing of a non-empty folder is deleted
     with (
-        pytest.raises(ClusterClipError, match="is not an earlier mds export"),
-        replaced_directory(mine, what="mds"),
+        pytest.raises(ClusterClipError, match="already exists and is not empty"),
+        export_folder(out),
     ):
         pass
-    assert (mine / "notes.txt").read_text() == "keep"
+    assert sorted(p.name for p in out.iterdir()) == ["a", "clusterclip.json"]
+    with pytest.raises(RuntimeError), export_folder(tmp_path / "new") as tmp:
+        raise RuntimeError("writer failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no folder, no temp left
 
 
 @pytest.mark.parametrize(

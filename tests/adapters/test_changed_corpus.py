@@ -93,12 +93,20 @@ def test_every_reader_refuses_a_changed_corpus_with_one_text(
     mutate(root / "verses.jsonl")
     out = tmp_path / "out"
     messages = {}
-    for name, argv in _commands(root / "work", out).items():
-        capsys.readouterr()
-        assert main(argv) == 2, name
-        captured = capsys.readouterr()
-        assert captured.out == "", name
-        messages[name] = captured.err.split(": error: ", 1)[1]
+    original = pristine["root"] / "verses.jsonl"
+    # The copied work directory also knows where its corpus was embedded from: with the
+    # same bytes still there it reads them (content decides, not paths), so a corpus gone
+    # from both places is what must be refused.
+    hidden = original.rename(original.with_name("verses.hidden"))
+    try:
+        for name, argv in _commands(root / "work", out).items():
+            capsys.readouterr()
+            assert main(argv) == 2, name
+            captured = capsys.readouterr()
+            assert captured.out == "", name
+            messages[name] = captured.err.split(": error: ", 1)[1]
+    finally:
+        hidden.rename(original)
     assert not out.exists()  # nothing written, not even the folder
     texts = set(messages.values())
     assert len(texts) == 1, messages

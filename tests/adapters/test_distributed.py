@@ -60,7 +60,8 @@ def _train(
         seen.extend(indices.tolist())
         if steps is not None and step + 1 == steps:
             break
-    return seen, sampler.state_dict()
+    # The loop's own count: a DataLoader draws indices ahead of training.
+    return seen, sampler.state_dict(consumed_samples=consumed + len(seen) * WORLD_SIZE)
 
 
 def _worker(rank: int, init_file: str, out_dir: str, labels: np.ndarray, texts: list[str]) -> None:

@@ -88,8 +88,11 @@ def sampler_run(*, consumed, world, batch, steps, drop_last, num_workers=0):
             list(range(labels.size)), sampler=sampler, batch_size=batch, num_workers=num_workers
         )
         per_rank.append([i for b in itertools.islice(loader, steps) for i in b.tolist()])
-        if num_workers == 0 and steps is not None:  # nothing prefetched: its own count is exact
-            assert sampler.state_dict()["consumed_samples"] == consumed + steps * batch * world
+        if steps is not None:  # a DataLoader drew the indices: checkpoint the loop's count
+            trained = consumed + steps * batch * world
+            if num_workers == 0:  # nothing prefetched: the sampler handed out just that
+                assert sampler.consumed_samples == trained
+            assert sampler.state_dict(consumed_samples=trained)["consumed_samples"] == trained
     return interleave(per_rank)
 
 

@@ -164,7 +164,7 @@ def main(argv: list[str]) -> int:
         export_mds(made["workdir"], root / "foreign")
         raise SystemExit("export into a foreign non-empty folder was not refused")
     except ClusterClipError as error:
-        if "is not an earlier mds export" not in str(error):
+        if "already exists and is not empty" not in str(error):
             raise
 
     # 1. random access on the CLI's export

@@ -133,7 +133,7 @@ def test_export_cluster_folders(clustered, bbc_workdir, bbc_corpus, tmp_path):
 def test_cli_inspect_and_export(clustered, bbc_workdir, tmp_path, capsys):
     assert main(["inspect", "--workdir", str(bbc_workdir), "--cluster", "1", "--top", "5"]) == 0
     out = capsys.readouterr().out
-    assert "cluster 1  size" in out and "keywords" in out and "1 clusters shown" in out
+    assert "cluster 1  size" in out and "keywords" in out and "1 cluster shown" in out
     assert main(["inspect", "--workdir", str(bbc_workdir), "--json", "--examples", "1"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 5
     out_dir = tmp_path / "folders"

@@ -1,4 +1,5 @@
-"""backend="auto" by measurement (issue 14): the probe, its cache and what the stage records."""
+"""backend="fastest" by measurement (issue 14; `auto` until issue 29 made it a CPU rule): the
+probe, its cache and what the stage records."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _no_probe(*args, **kwargs):
 
 def test_cache_miss_probes_then_hit_reads(rows, tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    first = choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=CANDIDATES)
+    first = choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=CANDIDATES)
     assert first.reason == "probe" and first.backend in CANDIDATES
     assert set(first.seconds) == set(CANDIDATES) and first.skipped == {}
     assert first.probe_rows == 1500 and first.probe_seconds is not None
@@ -38,18 +39,18 @@ def test_cache_miss_probes_then_hit_reads(rows, tmp_path, monkeypatch):
     assert {"cpu", "cpus", "versions", "dim", "clusters_bucket", "rows_bucket"} <= set(key)
     assert key["dim"] == 32 and key["clusters_bucket"] == 16
     monkeypatch.setattr(probe, "time_backends", _no_probe)
-    second = choose_backend("auto", rows, 13, cache_dir=tmp_path, candidates=CANDIDATES)
+    second = choose_backend("fastest", rows, 13, cache_dir=tmp_path, candidates=CANDIDATES)
     assert second.reason == "cached" and second.backend == first.backend  # K 13: same bucket
     assert second.seconds == first.seconds and second.probe_seconds is None
     assert "cached probe" in second.describe()
 
 
 def test_another_shape_bucket_probes_again(rows, tmp_path):
-    choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
-    again = choose_backend("auto", rows, 40, cache_dir=tmp_path, candidates=["numpy"])
+    choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
+    again = choose_backend("fastest", rows, 40, cache_dir=tmp_path, candidates=["numpy"])
     assert again.reason == "probe"
     other_dim = choose_backend(
-        "auto", rows[:, :16].copy(), 12, cache_dir=tmp_path, candidates=["numpy"]
+        "fastest", rows[:, :16].copy(), 12, cache_dir=tmp_path, candidates=["numpy"]
     )
     assert other_dim.reason == "probe"
     assert len(json.loads(cache_file(tmp_path).read_text())["entries"]) == 3
@@ -57,8 +58,8 @@ def test_another_shape_bucket_probes_again(rows, tmp_path):
 
 def test_cached_backend_no_longer_available_probes_again(rows, tmp_path):
     pytest.importorskip("torch")
-    choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=["torch-fp32"])
-    again = choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
+    choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=["torch-fp32"])
+    again = choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
     assert again.reason == "probe" and again.backend == "numpy"
 
 
@@ -66,12 +67,12 @@ def test_cached_backend_no_longer_available_probes_again(rows, tmp_path):
 def test_corrupt_cache_file_falls_back_to_probing_and_is_rewritten(rows, tmp_path, content):
     path = cache_file(tmp_path)
     path.write_text(content)
-    choice = choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
+    choice = choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
     assert choice.reason == "probe" and choice.backend == "numpy"
     assert choice.cache_error is not None and str(path) in choice.cache_error
     assert json.loads(path.read_text())["version"] == 1  # repaired
     assert (
-        choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=["numpy"]).reason
+        choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=["numpy"]).reason
         == "cached"
     )
 
@@ -81,7 +82,9 @@ def test_unwritable_cache_dir_probes_without_crashing(rows, tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("x")
     for _ in range(2):
-        choice = choose_backend("auto", rows, 12, cache_dir=blocked / "cache", candidates=["numpy"])
+        choice = choose_backend(
+            "fastest", rows, 12, cache_dir=blocked / "cache", candidates=["numpy"]
+        )
         assert choice.reason == "probe" and choice.backend == "numpy"
         assert choice.cache_error.startswith("not written to ")
 
@@ -105,7 +108,7 @@ def test_failing_candidate_is_skipped(rows, tmp_path, monkeypatch):
 
     monkeypatch.setattr(probe, "get_backend", fake)
     choice = choose_backend(
-        "auto", rows, 12, cache_dir=tmp_path, candidates=["faiss", "torch-bf16", "numpy"]
+        "fastest", rows, 12, cache_dir=tmp_path, candidates=["faiss", "torch-bf16", "numpy"]
     )
     assert choice.backend == "numpy" and set(choice.seconds) == {"numpy"}
     assert choice.skipped == {
@@ -120,7 +123,7 @@ def test_every_candidate_failing_falls_back_to_the_flag_rule(rows, tmp_path, mon
         raise RuntimeError("nope")
 
     monkeypatch.setattr(probe, "get_backend", broken)
-    choice = choose_backend("auto", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
+    choice = choose_backend("fastest", rows, 12, cache_dir=tmp_path, candidates=["numpy"])
     assert choice.reason == "probe failed: the CPU-flag rule" and choice.skipped
     assert not cache_file(tmp_path).exists()
 
@@ -143,13 +146,13 @@ def test_pick_prefers_exact_backends_unless_bf16_is_clearly_faster():
     assert pick({"torch-bf16": 0.3}) == "torch-bf16"
 
 
-def test_kmeans_auto_uses_the_env_cache_dir(rows, tmp_path, monkeypatch):
+def test_kmeans_fastest_uses_the_env_cache_dir(rows, tmp_path, monkeypatch):
     monkeypatch.setenv("CLUSTERCLIP_CACHE", str(tmp_path / "cc"))
-    first = KMeans(12, seed=0).fit(rows)
+    first = KMeans(12, seed=0, backend="fastest").fit(rows)
     assert first.backend_choice_["reason"] == "probe"
     assert first.backend_ == first.backend_choice_["backend"]
     assert (tmp_path / "cc" / "kmeans-backend.json").is_file()
-    second = KMeans(12, seed=0).fit(rows)
+    second = KMeans(12, seed=0, backend="fastest").fit(rows)
     assert second.backend_choice_["reason"] == "cached" and second.backend_ == first.backend_
 
 
@@ -160,13 +163,15 @@ def test_the_suite_never_writes_to_the_home_cache(private_cache):
 def test_stage_summary_manifest_and_cli_record_the_choice(tmp_path, mixture, capsys, monkeypatch):
     monkeypatch.setenv("CLUSTERCLIP_CACHE", str(tmp_path / "cc"))
     work = make_workdir(tmp_path / "w", mixture[0])
-    result = cluster(work, n_clusters=12, seed=0, stability_sample=0)
+    result = cluster(work, n_clusters=12, seed=0, backend="fastest", stability_sample=0)
     choice = result.summary["backend_choice"]
-    assert choice["reason"] == "probe" and choice["requested"] == "auto"
+    assert choice["reason"] == "probe" and choice["requested"] == "fastest"
     assert result.summary["backend"] == choice["backend"] and choice["seconds"]
     assert read_stage(work, "cluster")["summary"]["backend_choice"] == choice
     # A rerun with other settings reads the cache; a forced backend says so.
-    again = cluster(work, n_clusters=12, seed=1, stability_sample=0, overwrite=True)
+    again = cluster(
+        work, n_clusters=12, seed=1, backend="fastest", stability_sample=0, overwrite=True
+    )
     assert again.summary["backend_choice"]["reason"] == "cached"
     assert main(["cluster", "--workdir", str(work), "--n-clusters", "12", "--backend", "numpy",
                  "--stability-sample", "0", "--overwrite"]) == 0  # fmt: skip

@@ -91,25 +91,24 @@ def test_help_has_an_example(capsys):
     assert "--dedup-threshold" in shown and "clusterclip dedup --workdir work --export" in shown
 
 
-def test_a_chain_of_unrelated_verses_is_warned_about(planted, tmp_path, capsys):
-    """A low threshold links verses that are not copies into one component: said plainly."""
+def test_a_low_threshold_never_chains_unrelated_verses(planted, tmp_path, capsys):
+    """At 0.2 the connected components of links chained unrelated verses into one group
+    (then warned about); groups are cliques now: every two members are >= 0.2, and said."""
     work = tmp_path / "w"
     shutil.copytree(planted[0], work)
     assert main(["dedup", "--workdir", str(work), "--dedup-threshold", "0.2", "--overwrite"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
-    assert "warning the largest near-duplicate group holds" in shown
-    assert "below the threshold 0.2" in shown and "--duplicates off" in shown
+    assert "warning" not in shown
     summary = WorkDir(work).entry("dedup")["summary"]
-    largest = summary["largest"][0]["size"]
-    assert largest > 0.01 * summary["usable_documents"]
-    assert f"holds {largest:,} of" in summary["warnings"][0]
-    # `clusterclip run` repeats it in its summary
-    corpus = planted[2] / "corpus.jsonl"
-    status = main(["run", str(corpus), "--workdir", str(work), "--n-clusters", "8", "--encoder",
-                   "tfidf", "--max-repeats", "2", "--epochs", "50", "--no-report",
-                   "--dedup-threshold", "0.2"])  # fmt: skip
-    assert status == 0
-    assert "warning:     dedup: the largest near-duplicate group" in capsys.readouterr().out
+    assert summary["near_groups"] > 0 and 0.2 <= summary["min_similarity"] < 0.3
+    assert (
+        f"lowest cosine inside a group {summary['min_similarity']:.4f} (every pair >= 0.2)" in shown
+    )
+    representative = WorkDir(work).duplicate_of()
+    x = np.asarray(WorkDir(work).embeddings()[:], dtype=np.float32)
+    for head in np.unique(representative[representative != np.arange(representative.size)]):
+        members = np.flatnonzero(representative == head)
+        assert (x[members] @ x[members].T).min() >= 0.2 - 1e-6, members
 
 
 def test_dedup_of_a_hierarchical_run_finds_neighbours_down_the_tree(planted, tmp_path, capsys):

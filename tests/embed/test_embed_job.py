@@ -14,6 +14,7 @@ import clusterclip
 from clusterclip.embed import open_embeddings
 from clusterclip.errors import ClusterClipError, MissingDependencyError
 from clusterclip.io import fingerprint_file, read_stage
+from clusterclip.io.readers import fingerprint_input
 
 BROKEN = [
     b'{"id": "x1", "text": "unterminated',
@@ -92,7 +93,10 @@ def test_manifest_records_config_inputs_outputs(result, corpus):
     assert entry["sources"] == [str(corpus / "a.jsonl"), str(corpus / "b.jsonl")]
     assert (config["text_field"], config["id_field"], config["encoder"]) == (None, None, "tfidf")
     assert entry["summary"]["text_fields"] == {"text": 401}
-    assert set(entry["inputs"]) == set(entry["sources"])
+    # Inputs are keyed by position, not path (content decides freshness: issue 29).
+    assert entry["inputs"] == {
+        f"corpus file {i + 1}": fingerprint_input(path) for i, path in enumerate(entry["sources"])
+    }
     assert entry["outputs"]["documents"] == fingerprint_file(workdir / "documents.parquet")
     assert entry["counts"]["ok"] == 401 and entry["dim"] == out.summary["dim"]
     assert entry["encoder"]["encoder"] == "tfidf" and "numpy" in entry["versions"]

@@ -10,7 +10,6 @@ import pytest
 from clusterclip.embed.encoders import (
     CPU_BATCH_TOKENS,
     EncoderSpec,
-    _mean_token_rows,
     bucket_length,
     cpu_supports_bfloat16,
     fit_tfidf,
@@ -95,20 +94,18 @@ def test_static_one_tokenisation_equals_encode_and_count(labelled, bbc_articles)
 
 
 def test_static_pooling_equals_numpy_mean_of_gathered_rows(labelled):
-    """The sparse product gives model2vec's gather-and-mean exactly (float16 table)."""
+    """One gather per batch gives model2vec's gather-and-mean exactly (float16 table)."""
     pytest.importorskip("model2vec")
     encoder = EncoderSpec(encoder="static").build()
+    one_pass = encoder._one_pass
     table, unknown = encoder.model.embedding, encoder.model.unk_token_id
     texts = labelled[0] + ["", "\u2603 In \u2603 beginning"]
-    ids = [e.ids for e in encoder._untruncated.encode_batch_fast(texts, add_special_tokens=False)]
+    ids = [e.ids for e in one_pass.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
     assert any(unknown in row for row in ids)  # the unknown-token path is exercised
-    counts = np.array([len(row) for row in ids])
-    keep = np.ones(len(ids), dtype=bool)
-    keep[3] = False  # a text left for model2vec (truncated) is a zero row here
-    got = _mean_token_rows(ids, counts, keep, table, unknown)
+    got = one_pass.pool(one_pass.tokenise(texts))
     for i, row in enumerate(ids):
         known = [t for t in row if t != unknown]
-        want = table[known].mean(axis=0).astype(np.float32) if keep[i] and known else 0.0
+        want = table[known].mean(axis=0).astype(np.float32) if known else 0.0
         np.testing.assert_array_equal(got[i], want)
 
 

@@ -74,8 +74,12 @@ def _embed(corpus: Path, workdir: Path, **kwargs):
 
 
 def _reuse_tfidf_fit(local_run, workdir: Path) -> None:
-    """Copy the local run's TF-IDF fit (seeded, so a refit is identical) to save time."""
-    workdir.mkdir(parents=True, exist_ok=True)
+    """Copy the local run's TF-IDF fit (seeded, so a refit is identical) to save time.
+
+    The directory is claimed first: clusterclip refuses to write into a folder
+    holding files it did not write (issue 29).
+    """
+    clusterclip.io.WorkDir(workdir).claim()
     shutil.copy(local_run[0] / TFIDF_STATE, workdir / TFIDF_STATE)
 
 
@@ -94,6 +98,8 @@ def _comparable(entry: dict) -> dict:
     entry = json.loads(json.dumps(entry))
     entry.pop("engine")
     entry.pop("seconds")
+    entry.pop("located")  # where the corpus is, seen from each work directory
+    entry.pop("inputs_root")  # where the embed ran, seen from each work directory
     entry["spec"].pop("state_dir")
     entry["encoder"].pop("model_path", None)
     entry.pop("summary")

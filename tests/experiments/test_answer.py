@@ -127,6 +127,10 @@ def test_cli_reads_nested_grids_writes_json_and_figures_and_names_bad_lines(tmp_
     assert "| kjv | 1-epoch | recommended − random | independent rarest 25% | 10 |" in out
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {
         "paired-main.png", "curves-main.png", "rare-share-main.png"}  # fmt: skip
+    assert main([str(tmp_path), "--keep", "1-epoch:random,uniform"]) == 0
+    kept = capsys.readouterr().out
+    assert "| kjv | 1-epoch | uniform − random |" in kept and "clusterclip-r4" not in kept
+    assert "| kjv | 4-epoch | clusterclip-r8 − random |" in kept  # regimes not named stay whole
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert any(r["verdict"] == "lower loss" and len(r["values"]) == 10 for r in rows)
     with (folder / "results.jsonl").open("a") as handle:

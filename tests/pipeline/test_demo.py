@@ -68,7 +68,10 @@ def test_readme_tour_has_the_shape_of_the_real_output_and_names_its_machine(
     args = ["demo", "--workdir", str(workdir), "--sample", "200", "--n-clusters", "6"]
     assert main(args) == 0
     printed = {_shape(line, str(workdir)) for line in capsys.readouterr().out.splitlines()}
-    shapes = [_shape(line, "clusterclip-demo") for line in block[1:]]
+    # the duplicates line is there only when the corpus has near-copies (this 200-verse
+    # sample may have none, or one group: "1 near-duplicate group")
+    shapes = [_shape(line, "clusterclip-demo") for line in block[1:]
+              if not line.startswith("duplicates:")]  # fmt: skip
     missing = [s for s in shapes if s and s not in printed]
     assert not missing, (missing, sorted(printed))
     assert "machine: ..." in shapes and any(s.startswith("stability:") for s in shapes)

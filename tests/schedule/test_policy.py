@@ -154,10 +154,10 @@ SPELLINGS = [
     (
         {"num_samples": 100, "max_repeats": 2, "on_exhausted": "error"},
         "the budget num_samples=100 cannot be met: every cluster is clipped at max_repeats=2 "
-        "after 14 draws. Raise max_repeats=2, lower the budget, or pass on_exhausted='stop' "
+        "after 14 draws. Raise max_repeats above 2, lower the budget, or pass on_exhausted='stop' "
         "or on_exhausted='random'.",
         "the budget --num-samples 100 cannot be met: every cluster is clipped at --max-repeats 2 "
-        "after 14 draws. Raise --max-repeats 2, lower the budget, or pass --on-exhausted stop "
+        "after 14 draws. Raise --max-repeats above 2, lower the budget, or pass --on-exhausted stop "
         "or --on-exhausted random.",
     ),
     (

@@ -103,6 +103,25 @@ def test_lookups_do_not_depend_on_the_order_they_come_in(seed):
         assert np.array_equal(got, expected)
 
 
+def test_the_cache_makes_room_past_many_small_groups():
+    """Emptying a full cache keeps only larger groups' passes (CI found small ones counted).
+
+    The small groups' members outnumber the cache of the one larger group, so
+    counting them as cached overflowed it.
+    """
+    sizes = [SMALL_PASS] * 4 + [SMALL_PASS + 2]
+    large = len(sizes) - 1
+    table, members = _table(sizes, seed=1)
+    own = np.sort(members[-sizes[large] :])
+    for p in range(8):  # each pass fills half the cache: it is emptied every other pass
+        table.lookup(np.arange(large), np.full(large, p))  # the small groups, too
+        draws = np.arange(p * sizes[large], (p + 1) * sizes[large])
+        docs = table.lookup(np.full(sizes[large], large), draws)
+        fresh, _ = _table(sizes, seed=1)
+        assert np.array_equal(docs, fresh.lookup(np.full(sizes[large], large), draws))
+        assert np.array_equal(np.sort(docs), own)
+
+
 def test_a_larger_groups_pass_is_its_sorted_keys():
     sizes = [SMALL_PASS + 1, 200]
     table, members = _table(sizes, seed=9)

@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,10 +35,10 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, atomic_write_json, fingerprint_file, human_bytes
 from clusterclip.io.readers import DEFAULT_TEXT_FIELDS
 
-__all__ = ["ScheduledTexts", "open_scheduled_texts", "replaced_directory"]
+__all__ = ["ScheduledTexts", "open_scheduled_texts"]
 
 _BLOCK = 1 << 14
-#: Written into every export folder; an existing folder holding it may be replaced.
+#: Written into every export folder: what was exported, from which schedule.
 SIDECAR = "clusterclip.json"
 
 
@@ -157,32 +154,3 @@ def open_scheduled_texts(workdir: str | os.PathLike[str]) -> ScheduledTexts:
     field = work.require("embed").get("config", {}).get("text_field")
     fields = (field,) if field else DEFAULT_TEXT_FIELDS
     return ScheduledTexts(work, indices, records, offsets, fields, schedule.path)
-
-
-@contextmanager
-def replaced_directory(out: str | os.PathLike[str], *, what: str) -> Iterator[Path]:
-    """A fresh temporary folder beside ``out`` that replaces ``out`` when the block succeeds.
-
-    ``out`` may be missing, empty, or an earlier clusterclip export (it holds
-    the sidecar); anything else is refused, so no user folder is deleted.
-    """
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / SIDECAR).exists())):
-        raise ClusterClipError(
-            f"{out} exists and is not an earlier {what} export (no {SIDECAR} in it). "
-            "Pass a new or empty folder as the output, or delete this one first."
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    # mkdtemp makes the folder 0700; give it the mode a plain mkdir would.
-    mask = os.umask(0)
-    os.umask(mask)
-    tmp.chmod(0o777 & ~mask)
-    try:
-        yield tmp
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)

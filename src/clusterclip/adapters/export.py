@@ -5,7 +5,12 @@ Ordered jsonl
     line for jsonl sources, the row as JSON for parquet) in schedule order, one
     record per line, ``shard_size`` lines per ``part-NNNNN.jsonl``, plus an
     ``index.json``. A trainer that reads files sequentially (no shuffling) then
-    sees exactly the ClusterClip order.
+    sees exactly the ClusterClip order. Every line is a JSON object in UTF-8
+    that strict readers (``datasets.load_dataset("json")``) load: a source line
+    with a byte order mark, invalid UTF-8, a carriage return or ``NaN`` is
+    mended in the record store (:func:`clusterclip.io.jsonlines.clean_line`),
+    said on stderr and in ``index.json`` (``mended_records``); clean lines are
+    copied byte for byte.
 
     The schedule jumps around the corpus, and compressed inputs cannot be
     seeked, so the export first builds a **record store** once per work
@@ -24,17 +29,29 @@ Sample index
     :func:`export_sample_index` writes the schedule as a flat int64 ``.npy`` of
     document indices in training order (Megatron-LM / GPT-NeoX style), with a
     JSON sidecar. See ``docs/adapters.md`` for wiring it into those pipelines.
+
+Both write into a new or empty ``out`` that appears whole or not at all
+(:mod:`clusterclip.adapters.output`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
+from clusterclip.adapters.output import check_export_folder, export_folder, new_files
 from clusterclip.errors import ClusterClipError, hint, invalid
-from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file
+from clusterclip.io import (
+    ScheduleFile,
+    WorkDir,
+    atomic_path,
+    atomic_write_json,
+    fingerprint_file,
+)
+from clusterclip.io.jsonlines import describe_mended
 from clusterclip.progress import progress_bar
 
 __all__ = ["build_record_store", "export_ordered_jsonl", "export_sample_index"]
@@ -74,7 +91,8 @@ def export_ordered_jsonl(
         Work directory with a schedule; the corpus files it embedded must be
         unchanged (a moved, edited or truncated file is refused, nothing written).
     out : path
-        Output directory; receives ``part-00000.jsonl``, ... and ``index.json``.
+        Output directory, new or empty; receives ``part-00000.jsonl``, ... and
+        ``index.json``, all at once (nothing when the export fails).
     shard_size : int
         Records per shard (the last one may hold fewer).
 
@@ -93,7 +111,7 @@ def export_ordered_jsonl(
         raise invalid(
             "shard_size", "an int in [1, inf)", shard_size, f"Pass {hint('shard_size', 100_000)}."
         )
-    work, out = WorkDir(workdir), Path(out)
+    work, out = WorkDir(workdir), check_export_folder(out)
     schedule = work.schedule()
     indices = schedule.indices
     records, offsets = work.record_store()
@@ -102,16 +120,19 @@ def export_ordered_jsonl(
             f"{schedule.path} refers to documents beyond the {len(offsets)} embedded ones "
             f"({int(indices.max())} >= {len(offsets)}). Rebuild the schedule with `clusterclip run`."
         )
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("part-*.jsonl"):
-        stale.unlink()
-    shards: list[Path] = []
+    mended = work.mended_records()
+    if mended:
+        print(f"export ordered-jsonl: {describe_mended(mended)}", file=sys.stderr, flush=True)
+    names: list[str] = []
     total = len(indices)
-    with progress_bar(total=total, desc="export jsonl", unit="doc") as bar:
+    with (
+        export_folder(out) as folder,
+        progress_bar(total=total, desc="export jsonl", unit="doc") as bar,
+    ):
         for shard_number, first in enumerate(range(0, total, shard_size)):
-            path = out / f"part-{shard_number:05d}.jsonl"
+            names.append(f"part-{shard_number:05d}.jsonl")
             last = min(first + shard_size, total)
-            with atomic_path(path) as tmp, open(tmp, "wb", buffering=1 << 20) as handle:
+            with open(folder / names[-1], "wb", buffering=1 << 20) as handle:
                 for start in range(first, last, _BLOCK):
                     block = np.asarray(indices[start : min(start + _BLOCK, last)])
                     spans = offsets[block]
@@ -125,26 +146,25 @@ def export_ordered_jsonl(
                         handle.write(records[begin:stop].tobytes())
                         handle.write(b"\n")
                     bar.update(len(block))
-            shards.append(path)
-    atomic_write_json(
-        out / "index.json",
-        {
+        index = {
             "format": "ordered-jsonl",
             "n_records": total,
             "shard_size": shard_size,
             "shards": [
                 {
-                    "file": p.name,
+                    "file": name,
                     "first_position": i * shard_size,
                     "n_records": min(shard_size, total - i * shard_size),
                 }
-                for i, p in enumerate(shards)
+                for i, name in enumerate(names)
             ],
             "schedule": fingerprint_file(schedule.path),
             "workdir": str(work.path),
-        },
-    )
-    return shards
+        }
+        if mended:  # said only when it happened: a clean corpus keeps its bytes
+            index["mended_records"] = mended
+        atomic_write_json(folder / "index.json", index)
+    return [out / name for name in names]
 
 
 def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
@@ -155,7 +175,8 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
     workdir : path
         Work directory with ``schedule.npy``.
     out : path
-        A ``.npy`` file name, or a directory (``sample_index.npy`` inside).
+        A ``.npy`` file name (it and its ``.json`` must not exist yet), or a new
+        or empty directory (``sample_index.npy`` inside).
 
     Returns
     -------
@@ -172,10 +193,18 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
     """
     work, out = WorkDir(workdir), Path(out)
     schedule = work.schedule()
-    indices = schedule.indices
     if out.suffix != ".npy":
-        out = out / "sample_index.npy"
-    out.parent.mkdir(parents=True, exist_ok=True)
+        with export_folder(out) as folder:
+            _write_sample_index(work, schedule, folder / "sample_index.npy")
+        return out / "sample_index.npy"
+    with new_files(out, out.with_suffix(".json")):
+        _write_sample_index(work, schedule, out)
+    return out
+
+
+def _write_sample_index(work: WorkDir, schedule: ScheduleFile, out: Path) -> None:
+    """The ``.npy`` (streamed from the memory-mapped schedule) and its ``.json`` sidecar."""
+    indices = schedule.indices
     with atomic_path(out) as tmp:
         # open_memmap streams the copy: the schedule is never fully in memory twice.
         target = np.lib.format.open_memmap(tmp, mode="w+", dtype="<i8", shape=(len(indices),))
@@ -195,4 +224,3 @@ def export_sample_index(workdir: str | os.PathLike[str], out: str | os.PathLike[
             "schedule": fingerprint_file(schedule.path),
         },
     )
-    return out

@@ -17,8 +17,9 @@
     dtype, counts, the tokenizer (name or path, vocabulary size, end-of-document
     token and id, fingerprint of its ``tokenizer.json``) and the schedule fingerprint.
 
-The export never holds the schedule or the tokens in memory: each distinct
-scheduled document is tokenized once into a temporary cache in the output
+The export goes into a new or empty folder that appears whole or not at all
+(:mod:`clusterclip.adapters.output`). It never holds the schedule or the tokens
+in memory: each distinct scheduled document is tokenized once into a temporary cache in the output
 directory (:func:`clusterclip.adapters.tokens.tokenize_scheduled`), then the
 schedule is streamed in blocks and each position's tokens are copied from the
 cache. Memory is ``O(N)`` for the per-document offsets; disk is the cache
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.adapters.output import check_export_folder, export_folder
 from clusterclip.adapters.tokens import (
     iter_schedule_blocks,
     load_tokenizer,
@@ -72,9 +74,9 @@ def export_flat_tokens(
         Work directory with a schedule; its corpus files must be unchanged since
         they were embedded (checked before anything is written).
     out : path
-        Output directory (created); receives ``tokens.bin``, ``offsets.npy``,
-        ``document_ids.npy`` and ``tokens.json``, each written atomically
-        (``tokens.json`` last).
+        Output directory, new or empty; receives ``tokens.bin``, ``offsets.npy``,
+        ``document_ids.npy`` and ``tokens.json``, all at once (nothing when the
+        export fails).
     tokenizer : str or path
         The tokenizer to use, named by the user: a ``tokenizer.json`` file, a
         Hugging Face tokenizer directory, or a hub name already in the local
@@ -96,13 +98,45 @@ def export_flat_tokens(
     {'n_positions': 15000, 'n_tokens': 512340, 'dtype': 'uint16', 'bytes': 1024680, 'out': 'flat'}
     >>> tokens = np.memmap("flat/tokens.bin", dtype=np.uint16, mode="r")  # doctest: +SKIP
     """
-    work, out = WorkDir(workdir), Path(out)
+    work, out = WorkDir(workdir), check_export_folder(out)
     loaded = load_tokenizer(tokenizer, eos_token=eos_token, append_eos=append_eos)
     dtype = token_dtype(loaded.info.vocab_size)
     schedule = work.schedule()
     indices = schedule.indices
-    out.mkdir(parents=True, exist_ok=True)
-    (out / META).unlink(missing_ok=True)  # an interrupted export leaves no complete-looking dir
+    with export_folder(out) as folder:
+        spans, total = _write_tokens(work, loaded, indices, folder, dtype)
+        summary = {
+            "n_positions": int(indices.shape[0]),
+            "n_tokens": total,
+            "dtype": dtype.name,
+            "bytes": total * dtype.itemsize,
+            "out": str(out),
+        }
+        atomic_write_json(
+            folder / META,
+            {
+                "format": "flat-tokens",
+                "tokens": TOKENS,
+                "offsets": OFFSETS,
+                "document_ids": DOCUMENT_IDS,
+                "dtype": dtype.name,
+                "n_positions": int(indices.shape[0]),
+                "n_tokens": total,
+                "n_distinct_documents": int((spans[:, 0] >= 0).sum()),
+                "tokenizer": loaded.info.to_dict(),
+                "meaning": "position j = tokens[offsets[j]:offsets[j+1]], document document_ids[j]; "
+                "positions in schedule order",
+                "schedule": fingerprint_file(schedule.path),
+                "workdir": str(work.path),
+            },
+        )
+    return summary
+
+
+def _write_tokens(
+    work: WorkDir, loaded: Any, indices: np.ndarray, out: Path, dtype: np.dtype
+) -> tuple[np.ndarray, int]:
+    """Tokenize the scheduled documents into a cache, then write the three arrays into ``out``."""
     cache = out / _CACHE
     try:
         spans = tokenize_scheduled(work, loaded, cache, dtype=dtype)
@@ -147,32 +181,7 @@ def export_flat_tokens(
         del cached
     finally:
         cache.unlink(missing_ok=True)
-    summary = {
-        "n_positions": n_positions,
-        "n_tokens": total,
-        "dtype": dtype.name,
-        "bytes": total * dtype.itemsize,
-        "out": str(out),
-    }
-    atomic_write_json(
-        out / META,
-        {
-            "format": "flat-tokens",
-            "tokens": TOKENS,
-            "offsets": OFFSETS,
-            "document_ids": DOCUMENT_IDS,
-            "dtype": dtype.name,
-            "n_positions": n_positions,
-            "n_tokens": total,
-            "n_distinct_documents": int((spans[:, 0] >= 0).sum()),
-            "tokenizer": loaded.info.to_dict(),
-            "meaning": "position j = tokens[offsets[j]:offsets[j+1]], document document_ids[j]; "
-            "positions in schedule order",
-            "schedule": fingerprint_file(schedule.path),
-            "workdir": str(work.path),
-        },
-    )
-    return summary
+    return spans, total
 
 
 def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:

@@ -28,6 +28,7 @@ so after any number of steps what was consumed is a prefix of the schedule and
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -285,6 +286,7 @@ class _ScheduledIterable:
                 worker, n_workers = info.id, info.num_workers
         except ImportError:  # used without torch: one in-process reader
             pass
+        self._check_loader_batch(_loader_batch_size(sys._getframe()))  # runs on the first item
         start = self.consumed_samples
         total = len(self.indices)
         for item, position in enumerate(self._positions(start, worker, n_workers)):
@@ -294,6 +296,20 @@ class _ScheduledIterable:
                 # item the whole row of world_size positions it belongs to is consumed.
                 self.consumed_samples = min(start + (item + 1) * self.world_size, total)
             yield row
+
+    def _check_loader_batch(self, loader_batch: int | None) -> None:
+        """Refuse a ``batch_size`` other than the DataLoader's: its workers would fill
+        batches of another size than the ones the order was split into, scrambling it."""
+        if self.batch_size is None or loader_batch is None or loader_batch == self.batch_size:
+            return
+        raise invalid(
+            "batch_size",
+            f"the DataLoader's batch_size, {loader_batch}, since the workers split the "
+            "schedule into whole batches of it",
+            self.batch_size,
+            f"Pass {hint('batch_size', loader_batch)} to ScheduledIterableDataset, or "
+            f"DataLoader(..., batch_size={self.batch_size}).",
+        )
 
     def state_dict(self) -> dict[str, int]:
         """``{"consumed_samples": n}``: global schedule positions already consumed.
@@ -315,6 +331,29 @@ class _ScheduledIterable:
                 "Pass the dict returned by state_dict().",
             )
         self.consumed_samples = int(consumed)
+
+
+def _loader_batch_size(frame: Any) -> int | None:
+    """The batch size of the torch DataLoader asking ``frame`` (a dataset's iterator) for
+    its first item, or None when no DataLoader does.
+
+    A DataLoader's fetcher takes a whole batch from the iterator in one call, one item
+    per entry of its ``possibly_batched_index`` (one item per step without automatic
+    batching, ``batch_size=None``). torch tells an iterable dataset nothing else about
+    its loader, so this reads the calling frame, once per pass.
+    """
+    try:
+        from torch.utils.data._utils.fetch import _IterableDatasetFetcher
+    except ImportError:  # no torch (or another layout): nothing to compare with
+        return None
+    caller = frame.f_back
+    fetcher = None if caller is None else caller.f_locals.get("self")
+    if not isinstance(fetcher, _IterableDatasetFetcher):
+        return None
+    if not fetcher.auto_collation:
+        return 1
+    batch = caller.f_locals.get("possibly_batched_index")
+    return len(batch) if hasattr(batch, "__len__") else None
 
 
 _CLASS_CACHE: dict[str, type] = {}
@@ -361,7 +400,8 @@ batch_size : int, optional
     ``num_workers > 1``: the workers then produce whole batches in the order
     the DataLoader yields them (worker ``w`` of ``n`` makes the rank's batches
     ``w, w + n, ...``), so every step consumes a prefix of the schedule. Keep
-    the DataLoader's default ``in_order=True``.
+    the DataLoader's default ``in_order=True``. Another size than the
+    DataLoader's is refused on its first batch.
 drop_last : bool
     Every rank yields the same number of items (ranks stay in lockstep).
     True (default): the last ``< world_size`` positions are dropped. False:
@@ -372,7 +412,8 @@ Raises
 ------
 ClusterClipError
     ``drop_last=True`` with a schedule shorter than ``world_size`` (every rank
-    would get none), or ``num_workers > 1`` without ``batch_size``.
+    would get none), ``num_workers > 1`` without ``batch_size``, or a
+    ``batch_size`` other than the DataLoader's (on its first batch).
 
 Examples
 --------

@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.adapters.by_value import open_scheduled_texts, replaced_directory
+from clusterclip.adapters.by_value import open_scheduled_texts
+from clusterclip.adapters.output import check_export_folder, export_folder
 from clusterclip.errors import invalid, require_extra
 from clusterclip.progress import progress_bar
 
@@ -162,8 +163,8 @@ def export_litdata(
         Work directory with a schedule; its corpus files must be unchanged
         since they were embedded (checked before anything is written).
     out : path
-        Local output folder (new, empty, or an earlier export, which is
-        replaced). Receives ``index.json``, ``chunk-0-N.bin`` and
+        Local output folder, new or empty (an earlier export is refused: delete
+        it first). Receives ``index.json``, ``chunk-0-N.bin`` and
         ``clusterclip.json``; the folder appears whole or not at all.
     world_size, num_workers, batch_size : int
         The trainer's ranks, DataLoader workers per rank and batch size per
@@ -199,6 +200,7 @@ def export_litdata(
             "Pass chunk_bytes=67108864.",
         )
     writer_module = require_extra("litdata.streaming.writer", "litdata")
+    check_export_folder(out)
     texts = open_scheduled_texts(workdir)
     layout = litdata_layout(
         len(texts),
@@ -214,7 +216,7 @@ def export_litdata(
         "drop_last": layout.drop_last,
         "regular_positions": layout.regular,
     }
-    with replaced_directory(out, what="litdata") as tmp:
+    with export_folder(out) as tmp:
         texts.announce("export litdata")
         writer = writer_module.BinaryWriter(str(tmp), chunk_bytes=chunk_bytes)
         item = 0

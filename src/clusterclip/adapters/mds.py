@@ -39,7 +39,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from clusterclip.adapters.by_value import open_scheduled_texts, replaced_directory
+from clusterclip.adapters.by_value import open_scheduled_texts
+from clusterclip.adapters.output import check_export_folder, export_folder
 from clusterclip.errors import invalid, require_extra
 from clusterclip.progress import progress_bar
 
@@ -64,8 +65,8 @@ def export_mds(
         Work directory with a schedule; its corpus files must be unchanged
         since they were embedded (checked before anything is written).
     out : path
-        Local output folder (new, empty, or an earlier export, which is
-        replaced). Receives ``index.json``, ``shard.NNNNN.mds[.zstd]`` and
+        Local output folder, new or empty (an earlier export is refused: delete
+        it first). Receives ``index.json``, ``shard.NNNNN.mds[.zstd]`` and
         ``clusterclip.json``. The folder appears whole or not at all.
     size_limit : int
         Bytes per shard before compression (MDSWriter's ``size_limit``).
@@ -100,8 +101,9 @@ def export_mds(
             "Pass size_limit=67108864.",
         )
     writer_module = require_extra("streaming", "streaming")
+    check_export_folder(out)
     texts = open_scheduled_texts(workdir)
-    with replaced_directory(out, what="mds") as tmp:
+    with export_folder(out) as tmp:
         texts.announce("export mds")
         with (
             writer_module.MDSWriter(

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.adapters.output import check_export_folder, export_folder
 from clusterclip.adapters.tokens import (
     SCHEDULE_BLOCK,
     iter_schedule_blocks,
@@ -80,9 +81,9 @@ def export_megatron(
         Work directory with a schedule; its corpus files must be unchanged since
         they were embedded (checked before anything is written).
     out : path
-        Output directory (created); receives ``text_document.bin``, ``.idx`` and
-        ``.json``, each written atomically (the ``.json`` last). Megatron's data
-        path is ``<out>/text_document``.
+        Output directory, new or empty; receives ``text_document.bin``, ``.idx``
+        and ``.json``, all at once (nothing when the export fails). Megatron's
+        data path is ``<out>/text_document``.
     tokenizer : str or path
         The tokenizer, named by the user: a ``tokenizer.json`` file, a Hugging
         Face tokenizer directory, or a hub name already in the local cache.
@@ -108,7 +109,7 @@ def export_megatron(
     >>> from megatron.core.datasets.indexed_dataset import IndexedDataset  # doctest: +SKIP
     >>> IndexedDataset("megatron/text_document")[0]  # doctest: +SKIP
     """
-    work, out = WorkDir(workdir), Path(out)
+    work, out = WorkDir(workdir), check_export_folder(out)
     loaded = load_tokenizer(tokenizer, eos_token=eos_token, append_eos=append_eos)
     dtype = token_dtype(loaded.info.vocab_size, signed=True)
     schedule = work.schedule()
@@ -119,36 +120,34 @@ def export_megatron(
             f"the schedule of {work.path} is empty; Megatron cannot read an empty indexed "
             "dataset. Rebuild it with a budget: `clusterclip run ... --epochs 1`."
         )
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = out / PREFIX
-    meta = prefix.with_suffix(".json")
-    meta.unlink(missing_ok=True)
-    with atomic_path(prefix.with_suffix(".bin")) as tmp:
-        spans = tokenize_scheduled(work, loaded, tmp, dtype=dtype)
-    with atomic_path(prefix.with_suffix(".idx")) as tmp:
-        n_tokens = _write_index(tmp, indices, spans, dtype)
-    summary = {
-        "prefix": str(prefix),
-        "n_sequences": n_sequences,
-        "n_distinct": int((spans[:, 0] >= 0).sum()),
-        "n_tokens": n_tokens,
-        "bin_bytes": prefix.with_suffix(".bin").stat().st_size,
-        "idx_bytes": prefix.with_suffix(".idx").stat().st_size,
-    }
-    atomic_write_json(
-        meta,
-        {
-            "format": "megatron-indexed-dataset",
-            "prefix": PREFIX,
-            "dtype": dtype.name,
-            **{k: v for k, v in summary.items() if k != "prefix"},
-            "tokenizer": loaded.info.to_dict(),
-            "meaning": "sequence j = the document at schedule position j; repeated documents "
-            "share their bytes in the .bin (one pointer per sequence in the .idx)",
-            "schedule": fingerprint_file(schedule.path),
-            "workdir": str(work.path),
-        },
-    )
+    with export_folder(out) as folder:
+        prefix = folder / PREFIX
+        with atomic_path(prefix.with_suffix(".bin")) as tmp:
+            spans = tokenize_scheduled(work, loaded, tmp, dtype=dtype)
+        with atomic_path(prefix.with_suffix(".idx")) as tmp:
+            n_tokens = _write_index(tmp, indices, spans, dtype)
+        summary = {
+            "prefix": str(out / PREFIX),
+            "n_sequences": n_sequences,
+            "n_distinct": int((spans[:, 0] >= 0).sum()),
+            "n_tokens": n_tokens,
+            "bin_bytes": prefix.with_suffix(".bin").stat().st_size,
+            "idx_bytes": prefix.with_suffix(".idx").stat().st_size,
+        }
+        atomic_write_json(
+            prefix.with_suffix(".json"),
+            {
+                "format": "megatron-indexed-dataset",
+                "prefix": PREFIX,
+                "dtype": dtype.name,
+                **{k: v for k, v in summary.items() if k != "prefix"},
+                "tokenizer": loaded.info.to_dict(),
+                "meaning": "sequence j = the document at schedule position j; repeated documents "
+                "share their bytes in the .bin (one pointer per sequence in the .idx)",
+                "schedule": fingerprint_file(schedule.path),
+                "workdir": str(work.path),
+            },
+        )
     return summary
 
 

@@ -34,9 +34,11 @@ class TokenOptions:
     )
     append_eos: bool = option(
         True,
-        "Write documents without an end-of-document token (the offsets still mark them).",
+        "Append the end-of-document token after every document (the offsets mark the "
+        "documents either way).",
         kind="bool",
         flag="--no-eos",
+        flag_help="Write documents without an end-of-document token (the offsets still mark them).",
     )
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ Works without torch too: then the class is a plain iterable with the same API.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,30 @@ __all__ = ["ClusterClipSampler"]
 
 #: Positions handed to a rank's loop per read of a recorded schedule (memory only).
 RECORDED_BLOCK = 65536
+#: Callers looked at for a DataLoader above the sampler (its batch sampler, user wrappers).
+CALLER_DEPTH = 8
+
+
+def _drawn_by_dataloader(frame: Any) -> bool:
+    """Whether a torch ``DataLoader`` (or its iterator) is among the callers of ``frame``.
+
+    A DataLoader draws a sampler's indices ahead of the training loop: a multi-worker one
+    ``prefetch_factor * num_workers`` batches ahead, and wrappers (Accelerate) one batch
+    more, so under one the sampler's count is not a checkpoint. torch gives a sampler no
+    other way to know who iterates it; this looks at the calling frames, once per pass.
+    """
+    if _SamplerBase is object:  # no torch, so no DataLoader
+        return False
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    for _ in range(CALLER_DEPTH):
+        frame = frame.f_back
+        if frame is None:
+            return False
+        if isinstance(frame.f_locals.get("self"), (DataLoader, _BaseDataLoaderIter)):
+            return True
+    return False
 
 
 class _RecordedSchedule:
@@ -104,9 +129,11 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     Attributes
     ----------
     consumed_samples : int
-        Global positions consumed so far (``m * world_size`` after this rank
+        Global positions handed out so far (``m * world_size`` after this rank
         yielded ``m`` indices in this run, plus where it started; at most
-        ``total_samples``, also after a padded last index).
+        ``total_samples``, also after a padded last index). A DataLoader asks
+        for indices ahead of the training loop, so under one this is an upper
+        bound of what was trained on, not a checkpoint: see :meth:`state_dict`.
     config : ScheduleConfig
 
     Raises
@@ -130,11 +157,15 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     continues exactly where the interrupted run stopped, with any world size,
     micro-batch size or number of workers.
 
-    With a ``DataLoader`` the sampler runs ahead of training by the prefetched
-    batches, so ``state_dict()`` taken mid-epoch over-counts. Either call
-    :meth:`set_consumed_samples` with the count your training loop tracked
-    (``steps * global_batch_size``, as Megatron does) before saving, or use
-    ``num_workers=0``.
+    A ``DataLoader`` runs the sampler ahead of training by the batches it
+    prefetches (``prefetch_factor * num_workers`` with workers; wrappers such as
+    Accelerate's look one batch ahead too), so only the training loop knows what
+    was trained on: checkpoint with
+    ``sampler.state_dict(consumed_samples=steps * global_batch_size)``, the
+    loop's count (as Megatron does). Once a DataLoader has drawn indices from the
+    sampler, ``state_dict()`` without that count raises rather than return the
+    sampler's own count, which may be ahead. Iterated directly (``next``,
+    ``list``, ``itertools.islice``), the sampler counts what it handed out.
 
     Examples
     --------
@@ -200,6 +231,8 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
             raise invalid("rank", f"an int in [0, {hint('world_size', self.world_size)})", rank)
         self.drop_last = bool(drop_last)
         self.consumed_samples = 0
+        self._resumed_at = 0  # the resume point: a trainer's count is at least this
+        self._ahead = False  # a DataLoader drew indices: consumed_samples may be ahead of training
 
     @classmethod
     def from_workdir(
@@ -294,6 +327,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     # -- iteration ----------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
         world, rank = self.world_size, self.rank
+        loader = _drawn_by_dataloader(sys._getframe())  # this generator runs on the first next()
         pending = np.zeros(0, dtype=np.int64)
         # Blocks end wherever the source cuts them: carry the < world_size
         # positions after the last full row of ranks over to the next block.
@@ -303,6 +337,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
             pending = buffer[full:]
             for index in buffer[rank:full:world].tolist():
                 self.consumed_samples += world  # before the yield: counts what was handed out
+                self._ahead = self._ahead or loader  # ... which a DataLoader may not train on yet
                 yield index
         if not pending.size:
             return
@@ -315,6 +350,7 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         head = self._head(world - pending.size)
         row = np.concatenate([pending, np.resize(head, world - pending.size)])
         self.consumed_samples = end
+        self._ahead = self._ahead or loader
         yield int(row[rank])
 
     def _head(self, count: int) -> np.ndarray:
@@ -331,17 +367,77 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     def set_consumed_samples(self, consumed_samples: int) -> None:
         """Resume at global position ``consumed_samples`` (e.g. steps * global batch)."""
         self.consumed_samples = check_index("consumed_samples", consumed_samples, 0)
+        self._resumed_at = self.consumed_samples
+        self._ahead = False
 
-    def state_dict(self) -> dict[str, Any]:
-        """Resume state: ``consumed_samples`` + the config (and its fingerprint)."""
+    def state_dict(self, consumed_samples: int | None = None) -> dict[str, Any]:
+        """Resume state: ``consumed_samples`` + the config (and its fingerprint).
+
+        Parameters
+        ----------
+        consumed_samples : int, optional
+            Global schedule positions the training loop consumed: ``steps *
+            micro_batch_size * world_size`` counted from the start of training
+            (the resume point included), the same on every rank. Required once
+            a DataLoader has drawn indices from this sampler: it draws them ahead
+            of the loop (with ``num_workers=2`` and the default prefetch, 4
+            batches ahead), so the sampler's own count is only an upper bound.
+            Without it, the sampler's count (exact when iterated directly).
+
+        Raises
+        ------
+        ClusterClipError
+            No ``consumed_samples`` after a DataLoader drew indices; or one outside
+            ``[resume point, positions handed out]`` (a count since the restart, or
+            per rank instead of global).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> sampler = ClusterClipSampler(np.array([0, 0, 1, 1, 2]), num_samples=12, seed=0)
+        >>> from torch.utils.data import DataLoader
+        >>> loader = DataLoader(range(5), sampler=sampler, batch_size=4)
+        >>> for step, batch in enumerate(loader, start=1):  # the training loop
+        ...     break  # checkpoint after the first step
+        >>> sampler.state_dict(consumed_samples=step * 4)["consumed_samples"]
+        4
+        """
+        if consumed_samples is None:
+            if self._ahead:
+                raise ClusterClipError(
+                    "ClusterClipSampler.state_dict() needs the training loop's count: this "
+                    f"sampler has handed out positions up to {self.consumed_samples:,}, but a "
+                    "DataLoader asks for indices ahead of training (prefetch_factor * "
+                    "num_workers batches with workers), so that count can be ahead of what "
+                    "was trained on. Pass sampler.state_dict(consumed_samples=steps * "
+                    "micro_batch_size * world_size), counted from the start of training."
+                )
+            consumed = self.consumed_samples
+        else:
+            consumed = self._trained_count(consumed_samples)
         return {
-            "consumed_samples": int(self.consumed_samples),
+            "consumed_samples": int(consumed),
             "config_fingerprint": self.config.fingerprint(),
             "config": self.config.to_dict(),
             "schedule_version": self.config.schedule_version,
             "world_size": self.world_size,
             "rank": self.rank,
         }
+
+    def _trained_count(self, value: Any) -> int:
+        """A training loop's global count, checked against what this sampler handed out."""
+        consumed = check_index("consumed_samples", value, 0)
+        low, high = self._resumed_at, self.consumed_samples
+        if not low <= consumed <= high:
+            raise invalid(
+                "consumed_samples",
+                f"an int in [{low}, {high}] (from this run's resume point to the positions "
+                "this sampler handed out)",
+                consumed,
+                "Count global positions from the start of training: the checkpoint's "
+                "consumed_samples plus steps * micro_batch_size * world_size of this run.",
+            )
+        return consumed
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`state_dict`, with any world size.

@@ -8,10 +8,14 @@ import nothing heavy at import time, so ``clusterclip --help`` is instant.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from clusterclip import __version__
 from clusterclip.errors import ClusterClipError
@@ -29,6 +33,8 @@ COMMANDS = {
     "export": "clusterclip.cli.export",
     "experiment": "clusterclip.cli.experiment",
 }
+#: Commands whose long steps show progress on stderr (their --help says how to silence it).
+SHOWS_PROGRESS = ("run", "demo", "embed", "cluster", "dedup", "schedule", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="ClusterClip Sampling: embed, cluster and schedule training documents "
         "so that rare topics are seen more and no document repeats more than R times.",
         epilog="Example: clusterclip demo    |    clusterclip run corpus.jsonl --workdir w "
-        "--n-clusters 100 --epochs 3",
+        "--n-clusters 100 --epochs 3 --max-repeats 6",
     )
     parser.add_argument("--version", action="version", version=f"clusterclip {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -48,16 +54,56 @@ def build_parser() -> argparse.ArgumentParser:
             if error.name == module_name:  # sub-command not part of this build
                 continue
             raise
+        epilog = getattr(module, "EXAMPLE", None)
+        if name in SHOWS_PROGRESS:
+            from clusterclip.progress import SILENCE
+
+            epilog = f"{epilog or ''}\n{SILENCE}\n".lstrip("\n")
         sub = subparsers.add_parser(
             name,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
-            epilog=getattr(module, "EXAMPLE", None),
+            epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
         sub.set_defaults(_run=module.run, _flags=sub)
     return parser
+
+
+#: What to do when the file system refuses (errno -> one sentence).
+_OS_FIXES = {
+    errno.EISDIR: "Pass a file path, not a directory.",
+    errno.ENOTDIR: "A folder on that path is a file: pass another path.",
+    errno.ENOSPC: "Free disk space, or write elsewhere.",
+    errno.EACCES: "Check the permissions, or write elsewhere.",
+    errno.EPERM: "Check the permissions, or write elsewhere.",
+    errno.EROFS: "The file system is read-only: write elsewhere.",
+    errno.ENOENT: "Check the path.",
+}
+
+
+@contextlib.contextmanager
+def _one_line_warnings(command: str) -> Iterator[None]:
+    """Print clusterclip's warnings as ``clusterclip CMD: warning: ...``, not Python's format.
+
+    Python's format names a source line (``<frozen runpy>:88: UserWarning: ...``)
+    that means nothing to a user of the command; other libraries' warnings keep it.
+    """
+    from clusterclip.errors import ClusterClipWarning
+
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+            if not issubclass(category, ClusterClipWarning):
+                shown(message, category, *args, **kwargs)
+                return
+            text = str(message).removeprefix("clusterclip: ")
+            print(f"clusterclip {command}: warning: {text}", file=sys.stderr, flush=True)
+
+        warnings.showwarning = show
+        yield
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,10 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from clusterclip.cli.flags import flag_map
+    from clusterclip.cli.stops import exit_status, sigterm_raises, stop_name
     from clusterclip.errors import spelled_as_flags
 
     try:
-        with spelled_as_flags(flag_map(args._flags)):
+        with (
+            spelled_as_flags(flag_map(args._flags)),
+            _one_line_warnings(args.command),
+            sigterm_raises(),
+        ):
             status = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
         return status
@@ -85,9 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterClipError as error:
         print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"clusterclip {args.command}: interrupted; rerun to resume.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"clusterclip {args.command}: {stop_name(stop)}; rerun to resume.", file=sys.stderr)
+        return exit_status(stop)
     except MemoryError:
         print(
             f"clusterclip {args.command}: error: out of memory. Use a smaller budget, "
@@ -97,8 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as error:  # the file system refused: no space, no permission, ...
         where = f": {error.filename}" if error.filename else ""
+        fix = _OS_FIXES.get(error.errno, "")
         print(
-            f"clusterclip {args.command}: error: {error.strerror or error}{where}",
+            f"clusterclip {args.command}: error: {error.strerror or error}{where}."
+            + (f" {fix}" if fix else ""),
             file=sys.stderr,
         )
         return 1

@@ -10,8 +10,10 @@ HELP = "group near-duplicate documents (they then share one repetition budget)"
 DESCRIPTION = (
     "Find near-duplicate groups in a clustered work directory: exact copies (same text after\n"
     "Unicode NFKC, case folding and whitespace collapsing) anywhere in the corpus, and near\n"
-    "copies (embedding cosine >= --dedup-threshold) inside each cluster, joined into groups\n"
-    "(connected components). Each group's representative is its lowest document index. The\n"
+    "copies (embedding cosine >= --dedup-threshold) inside each cluster and across its border\n"
+    "with the second-nearest one, joined into groups in which every two distinct texts are\n"
+    "near copies (complete linkage: never a chain of pairs). Each group's representative is\n"
+    "its lowest document index, and its lowest pairwise cosine is shown. The\n"
     "schedule (--duplicates group, the default) draws a group as one unit whose members take\n"
     "turns, so all copies of a text together appear at most --max-repeats times. Writes\n"
     "duplicates.parquet and the manifest entry (a rerun with the same settings is skipped),\n"
@@ -19,13 +21,14 @@ DESCRIPTION = (
 )
 EXAMPLE = """examples:
   clusterclip dedup --workdir work
-  clusterclip dedup --workdir work --dedup-threshold 0.9 --overwrite --top 20
+  clusterclip dedup --workdir work --dedup-threshold 0.9 --overwrite --largest 20
   clusterclip dedup --workdir work --export groups.jsonl
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clusterclip.cli.flags import add_section
+    from clusterclip.cli.flags import add_renamed, add_section
+    from clusterclip.options import parse_count
 
     parser.add_argument(
         "--workdir", type=Path, required=True, help="work directory with a completed cluster stage"
@@ -33,9 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace groups made with other settings"
     )
-    parser.add_argument(
-        "--top", type=int, default=5, help="largest groups shown, with example texts (default: 5)"
-    )
+    add_renamed(
+        parser, "--largest", "--top", type=parse_count, default=5, metavar="N",
+        help="how many of the largest groups to show, with example texts (default: 5; "
+        "formerly --top)",
+    )  # fmt: skip
     parser.add_argument(
         "--export",
         type=Path,
@@ -47,15 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.flags import section_values
+    from clusterclip.cli.flags import section_values, typed_flag
     from clusterclip.dedup.options import DedupOptions
     from clusterclip.dedup.stage import DedupStage, group_rows
     from clusterclip.errors import ClusterClipError
     from clusterclip.io import WorkDir
     from clusterclip.runner import run_stage
 
-    if args.top < 0:
-        raise ClusterClipError(f"--top must be an int in [0, inf); got {args.top}.")
+    if args.largest < 0:
+        flag = typed_flag(args, "largest", "--largest")
+        raise ClusterClipError(
+            f"`{flag}` must be an int in [0, inf); got {args.largest}. Pass 0 to show none."
+        )
     if args.export is not None and args.export.is_dir():
         raise ClusterClipError(f"--export {args.export} is a directory. Pass a file name.")
     work = WorkDir(args.workdir)
@@ -65,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         DedupStage(), work, options, on_change="refuse", force=args.overwrite, log=print
     )
     rows = group_rows(work)
-    print(format_summary(outcome.summary, rows[: args.top], _texts_of(work, rows[: args.top])))
+    shown = rows[: args.largest]
+    print(format_summary(outcome.summary, shown, _texts_of(work, shown)))
     if args.export is not None:
         written = export_groups(rows, args.export)
         print(f"  exported       {len(rows):,} groups to {written}")
@@ -107,7 +116,7 @@ def format_summary(
         f"({100 * summary['documents_in_groups'] / usable:.2f}% of {usable:,} usable); "
         f"{summary['duplicates']:,} are copies of a representative",
         f"  kinds          {summary['exact_groups']:,} exact groups (every member the same "
-        f"normalised text), {summary['near_groups']:,} near groups",
+        f"normalised text), {summary['near_groups']:,} near groups" + _lowest(summary),
         f"  time           {summary['seconds']['total']:.1f} s (hash texts "
         f"{summary['seconds']['hash']:.1f} s, compare {summary['seconds']['compare']:.1f} s)",
     ]
@@ -115,17 +124,30 @@ def format_summary(
     for row in rows:
         head = row["representative"]
         name = head["id"] if head["id"] is not None else f"#{head['index']}"
+        lowest = "" if row["kind"] == "exact" else f", lowest cosine {row['min_similarity']:.4f}"
         lines.append(
-            f"  group of {row['size']:<5} {row['kind']:<5} cluster {row['cluster']}, kept {name}"
+            f"  group of {row['size']:<5} {row['kind']:<5} cluster {row['cluster']}, "
+            f"kept {name}{lowest}"
         )
         if head["index"] in texts:
             lines.append(f"      kept: {_clip(texts[head['index']])}")
         first = row["duplicates"][0]
         if first["index"] in texts:
+            text = _clip(texts[first["index"]])
             lines.append(
-                f"      copy: {_clip(texts[first['index']])} (cosine {first['similarity']:.3f})"
+                f"      exact copy: {text}"
+                if first["exact"]
+                else f"      near copy: {text} (cosine {first['similarity']:.4f})"
             )
     return "\n".join(lines)
+
+
+def _lowest(summary: dict[str, Any]) -> str:
+    """The lowest cosine between two texts of one group (every pair is at least the threshold)."""
+    lowest = summary.get("min_similarity")
+    if lowest is None:
+        return ""
+    return f"; lowest cosine inside a group {lowest:.4f} (every pair >= {summary['threshold']})"
 
 
 def export_groups(rows: list[dict[str, Any]], path: Path) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +112,9 @@ def write_sample(source: Path, target: Path, n: int) -> Path:
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from clusterclip.cli.run import overrides_from_args, print_summary
+    from clusterclip.cli.run import overrides_from_args, run_to_the_end
     from clusterclip.config import RunConfig, apply_overrides
+    from clusterclip.io import WorkDir
     from clusterclip.pipeline import resolve_config
     from clusterclip.pipeline import run as run_pipeline
 
@@ -129,25 +129,23 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir)
     if args.sample is not None:
         check_sample(args.sample)
-    began = time.perf_counter()
     with corpus_path() as bundled:
         source = Path(bundled)
         if args.sample is not None:
             source = workdir / f"kjv-sample-{args.sample}.jsonl"
         config, _ = resolve_config(config, [str(source)], workdir)  # checked before any work
-        if args.sample is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
-            source = write_sample(Path(bundled), source, args.sample)
-        print(
-            f"clusterclip demo: {source.name}, encoder {config.embed.encoder}, "
-            f"{config.cluster.n_clusters} clusters, work directory {workdir}",
-            flush=True,
-        )
-        result = run_pipeline(
-            [str(source)],
-            workdir=workdir,
-            config=config,
-            log=lambda line: print(line, flush=True),
-        )
-    print_summary(result, time.perf_counter() - began)
-    return 0
+
+        def start(log: Any, ledger: Any) -> dict[str, Any]:
+            with WorkDir(workdir).lock(log=log):  # claimed before the sample is written into it
+                sample = source
+                if args.sample is not None:
+                    sample = write_sample(Path(bundled), source, args.sample)
+                log(
+                    f"clusterclip demo: {sample.name}, encoder {config.embed.encoder}, "
+                    f"{config.cluster.n_clusters} clusters, work directory {workdir}"
+                )
+                return run_pipeline(
+                    [str(sample)], workdir=workdir, config=config, log=log, ledger=ledger
+                )
+
+        return run_to_the_end(start, workdir=workdir, command="demo")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from clusterclip.errors import ClusterClipError
@@ -20,7 +19,7 @@ DESCRIPTION = (
     "                   `--format megatron` wrote before it wrote an indexed dataset)\n"
     "  mds              a MosaicML streaming dataset in schedule order\n"
     "  litdata          a LitData optimized dataset laid out for --world-size ranks x\n"
-    "                   --num-workers workers x --batch-size\n"
+    "                   --loader-workers DataLoader workers x --loader-batch-size\n"
     "  cluster-folders  the ClusterClip authors' layout: cluster_<k>/data_<j>.jsonl\n"
     "Token formats need --tokenizer (recorded with its vocabulary size and end-of-document\n"
     "token in the export's JSON sidecar). mds and litdata store every draw by value:\n"
@@ -32,7 +31,8 @@ EXAMPLE = """example:
   clusterclip export --workdir work --format megatron --out megatron/ --tokenizer ./tokenizer/
   clusterclip export --workdir work --format sample-index --out index/
   clusterclip export --workdir work --format mds --out mds/
-  clusterclip export --workdir work --format litdata --out lit/ --world-size 8 --num-workers 4 --batch-size 16
+  clusterclip export --workdir work --format litdata --out lit/ --world-size 8 \\
+      --loader-workers 4 --loader-batch-size 16
   clusterclip export --workdir work --format cluster-folders --out clusters/
 """
 
@@ -100,28 +100,48 @@ FORMATS: dict[str, Callable[..., Any]] = {
     "litdata": _litdata,
 }
 SHARDED = ("cluster-folders", "ordered-jsonl")
-#: The trainer's topology, which only the litdata layout depends on.
-TOPOLOGY = ("world_size", "num_workers", "batch_size")
+#: The trainer's topology, which only the litdata layout depends on:
+#: setting -> (flag, keyword of export_litdata, help). Not --num-workers / --batch-size:
+#: those are the Ray actors and the encoder's batch in the other commands (the old
+#: spellings still work here, with a note).
+TOPOLOGY = {
+    "world_size": ("--world-size", "world_size", "ranks that will read the dataset (default 1)"),
+    "loader_workers": (
+        "--loader-workers",
+        "num_workers",
+        "DataLoader workers per rank of the training loop (default 0; formerly --num-workers)",
+    ),
+    "loader_batch_size": (
+        "--loader-batch-size",
+        "batch_size",
+        "samples per batch on each rank of the training loop (default 1; formerly --batch-size)",
+    ),
+}
+_OLD_TOPOLOGY_FLAGS = {"loader_workers": "--num-workers", "loader_batch_size": "--batch-size"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from clusterclip.adapters.options import TokenOptions
-    from clusterclip.options import add_flags
+    from clusterclip.cli.flags import add_renamed
+    from clusterclip.options import add_flags, parse_count
 
     parser.add_argument("--workdir", required=True, help="work directory to export")
     parser.add_argument("--format", required=True, choices=sorted(FORMATS), help="output layout")
     parser.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
     parser.add_argument(
-        "--shard-size", type=int, default=None, help="documents per output file (jsonl formats)"
+        "--shard-size",
+        type=parse_count,
+        default=None,
+        help="documents per output file (jsonl formats)",
     )
     add_flags(parser.add_argument_group("tokens (flat-tokens, megatron)"), TokenOptions)
     group = parser.add_argument_group("trainer topology (litdata)")
-    for name, meaning in (
-        ("world_size", "ranks that will read the dataset (default 1)"),
-        ("num_workers", "DataLoader workers per rank (default 0)"),
-        ("batch_size", "samples per batch on each rank (default 1)"),
-    ):
-        group.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=meaning)
+    for name, (flag, _keyword, meaning) in TOPOLOGY.items():
+        kwargs = {"dest": name, "type": parse_count, "default": None, "help": meaning}
+        if name in _OLD_TOPOLOGY_FLAGS:
+            add_renamed(group, flag, _OLD_TOPOLOGY_FLAGS[name], metavar="N", **kwargs)
+        else:
+            group.add_argument(flag, metavar="N", **kwargs)
 
 
 def _token_options(args: argparse.Namespace) -> Any:
@@ -154,17 +174,22 @@ def _token_options(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clusterclip.cli.flags import typed_flag
+
     if args.shard_size is not None and args.format not in SHARDED:
         raise ClusterClipError(
             f"--shard-size does not apply to --format {args.format} (only to "
             f"{', '.join(SHARDED)}). Drop it."
         )
-    topology = {name: getattr(args, name) for name in TOPOLOGY if getattr(args, name) is not None}
+    given = [name for name in TOPOLOGY if getattr(args, name) is not None]
+    topology = {TOPOLOGY[name][1]: getattr(args, name) for name in given}
     if topology and args.format != "litdata":
-        flags = ", ".join("--" + name.replace("_", "-") for name in topology)
+        flags = ", ".join(typed_flag(args, name, TOPOLOGY[name][0]) for name in given)
         raise ClusterClipError(f"{flags} apply only to --format litdata. Drop them.")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ClusterClipError(f"--out {args.out} is a file; pass a folder (created if missing).")
+    if not (args.format == "sample-index" and args.out.endswith(".npy")):
+        from clusterclip.adapters.output import check_export_folder
+
+        check_export_folder(args.out)  # a file or a folder with files: refused before any work
     tokens = _token_options(args)
     summary = FORMATS[args.format](args.workdir, args.out, args.shard_size, tokens, **topology)
     if isinstance(summary, dict):

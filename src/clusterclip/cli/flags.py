@@ -8,11 +8,20 @@ parser for :func:`clusterclip.errors.spelled_as_flags`.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from clusterclip.options import add_flags, from_args
 
-__all__ = ["add_engine_flags", "add_section", "engine_from_args", "flag_map", "section_values"]
+__all__ = [
+    "add_engine_flags",
+    "add_renamed",
+    "add_section",
+    "engine_from_args",
+    "flag_map",
+    "section_values",
+    "typed_flag",
+]
 
 
 def add_section(
@@ -54,10 +63,53 @@ def engine_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return engine, ray.engine_options()
 
 
+class _OldSpelling(argparse.Action):
+    """A flag's former name: still accepted, with a note on stderr naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        print(
+            f"{parser.prog}: note: {option_string} is deprecated; use {self.new} (same meaning)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+        typed = dict(getattr(namespace, "_typed", {}))
+        typed[self.dest] = option_string  # errors then name the flag the user typed
+        namespace._typed = typed
+
+
+def typed_flag(args: argparse.Namespace, dest: str, flag: str) -> str:
+    """``flag``, or the old spelling the user typed for it (see :func:`add_renamed`)."""
+    return getattr(args, "_typed", {}).get(dest, flag)
+
+
+def add_renamed(parser: Any, flag: str, old: str, **kwargs: Any) -> None:
+    """Add ``flag`` and its former spelling ``old`` (hidden from ``--help``, still accepted).
+
+    For flags renamed so that one spelling means one thing across commands
+    (``--top`` was keywords in ``inspect`` and groups in ``dedup``).
+
+    >>> parser = argparse.ArgumentParser(prog="clusterclip inspect")
+    >>> add_renamed(parser, "--keywords", "--top", type=int, default=10)
+    >>> parser.parse_args(["--keywords", "3"]).keywords
+    3
+    """
+    action = parser.add_argument(flag, **kwargs)
+    parser.add_argument(
+        old, dest=action.dest, type=kwargs.get("type"), metavar=action.metavar,
+        default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=_OldSpelling, new=flag,
+    )  # fmt: skip
+
+
 def flag_map(parser: argparse.ArgumentParser) -> dict[str, str]:
     """``{keyword: flag}`` of every option of ``parser`` (for errors that name flags)."""
     found = {}
     for action in parser._actions:
+        if isinstance(action, _OldSpelling):
+            continue
         longs = [s for s in action.option_strings if s.startswith("--")]
         if longs and action.dest not in ("help", "version"):
             found[action.dest.rpartition("__")[2]] = longs[0]

@@ -31,8 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_section(parser, "report", "report", exclude=("enabled",))
 
 
-def print_report_summary(path: Path) -> None:
+def print_report_summary(path: Path, *, findings: bool = True) -> None:
+    """The report's headline numbers; ``findings``: its near-duplicate groups and warnings too."""
     from clusterclip.io import WorkDir
+    from clusterclip.report.duplicates import duplicates_line
+    from clusterclip.report.notices import warning_lines
 
     data = WorkDir(path.parent).report()  # report.json sits next to report.html
     s = data["summary"]
@@ -63,6 +66,10 @@ def print_report_summary(path: Path) -> None:
             f"(random: {d['random_share_rarest_10pct']:.1%}, "
             f"uniform: {d['uniform_share_rarest_10pct']:.1%})"
         )
+    if findings and "duplicates" in data:
+        print(f"  duplicates: {duplicates_line(data['duplicates'])}")
+    for text in warning_lines(data.get("notices") or {}) if findings else ():
+        print(f"  warning: {text}")
 
 
 def run(args: argparse.Namespace) -> int:

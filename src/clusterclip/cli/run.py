@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ DESCRIPTION = (
     "option is listed in docs/configuration.md."
 )
 EXAMPLE = """examples:
-  clusterclip run corpus/*.jsonl.gz --workdir work --n-clusters 200 --epochs 3
+  clusterclip run corpus/*.jsonl.gz --workdir work --n-clusters 200 --epochs 3 --max-repeats 6
   clusterclip run data.parquet --workdir work --n-clusters 50 --policy clusterclip \\
       --max-repeats 2 --num-samples 1000000 --encoder static --text-field content
   clusterclip run --config run.toml --seed 1          # the file's options, seed 1
@@ -112,7 +113,9 @@ def machine_line(resolved: dict[str, Any]) -> str:
 def print_summary(result: dict[str, Any], seconds: float) -> None:
     """The one-screen summary printed after a run."""
     from clusterclip.cli.report import print_report_summary
-    from clusterclip.schedule.advice import clip_advice, rule_advice
+    from clusterclip.report.duplicates import duplicates_line
+    from clusterclip.report.notices import warning_lines
+    from clusterclip.schedule.advice import budget_passes, clip_advice, rule_advice
 
     workdir = result["workdir"]
     actions = ", ".join(f"{name} {info['action']}" for name, info in result["stages"].items())
@@ -146,7 +149,13 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
         clip_advice(
             str(config.get("policy")),
             config.get("max_repeats"),
-            passes=(n_draws or 0) / max(result["n_usable"], 1),
+            passes=budget_passes(
+                result["n_usable"],
+                num_samples=budget["num_samples"],
+                num_tokens=budget["num_tokens"],
+                n_draws=n_draws or 0,
+                n_tokens=stats.get("n_tokens"),
+            ),
         ),
         rule_advice(
             str(config.get("policy")),
@@ -157,8 +166,12 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
     ):
         if advice:
             print(f"advice:      {advice}")
+    if result.get("duplicates"):
+        print(f"duplicates:  {duplicates_line(result['duplicates'])}")
     for text in result.get("warnings", []):
         print(f"warning:     dedup: {text}")
+    for text in warning_lines(result.get("notices") or {}):
+        print(f"warning:     {text}")
     resolved = result.get("resolved")
     if resolved:
         print(machine_line(resolved))
@@ -171,7 +184,7 @@ def print_summary(result: dict[str, Any], seconds: float) -> None:
                 "how much of the balance is chance (1 = none)"
             )
     if result.get("report_path"):
-        print_report_summary(Path(result["report_path"]))
+        print_report_summary(Path(result["report_path"]), findings=False)
         print(f"open the report: file://{Path(result['report_path']).resolve()}")
     print(
         "feed a trainer: clusterclip.adapters.torch.ClusterClipSampler, "
@@ -184,7 +197,45 @@ def run(args: argparse.Namespace) -> int:
     from clusterclip.pipeline import run as run_pipeline
 
     config, _source = resolve_config(build_config(args))  # every option checked before any work
+    return run_to_the_end(
+        lambda log, ledger: run_pipeline(config=config, log=log, ledger=ledger),
+        workdir=config.workdir,
+    )
+
+
+def run_to_the_end(
+    start: Callable[[Callable[[str], None], Any], dict[str, Any]],
+    *,
+    workdir: Any,
+    command: str = "run",
+) -> int:
+    """Run the pipeline (``start(log, ledger)``), print the summary, and say how it stopped.
+
+    A reader that leaves stdout (``| head``) does not stop the work: the run goes
+    on, then stderr says what ran (exit 141). Ctrl-C or SIGTERM stops it, and
+    stderr names the stages that ran, the one stopped part-way and those not run
+    (exit 130 / 143).
+    """
+    from clusterclip.cli.stops import SIGPIPE_STATUS, GuardedStdout, exit_status, say, stop_name
+    from clusterclip.pipeline import StageLedger
+
     began = time.perf_counter()
-    result = run_pipeline(config=config, log=lambda line: print(line, flush=True))
-    print_summary(result, time.perf_counter() - began)
+    ledger = StageLedger()
+    out = GuardedStdout()
+    try:
+        result = start(out.line, ledger)
+        out.call(lambda: print_summary(result, time.perf_counter() - began))
+    except KeyboardInterrupt as stop:
+        say(
+            f"clusterclip {command}: {stop_name(stop)}: {ledger.describe()}. Rerun the same "
+            "command to finish: finished stages are skipped, an interrupted one resumes."
+        )
+        return exit_status(stop)
+    if out.broken:
+        say(
+            f"clusterclip {command}: stdout was closed after {out.lines} line(s) (broken pipe, "
+            f"e.g. `| head`); the run went on: {ledger.describe()}. The summary was not shown "
+            f"(`clusterclip report --workdir {workdir}` prints the report's)."
+        )
+        return SIGPIPE_STATUS
     return 0

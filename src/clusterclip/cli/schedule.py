@@ -141,11 +141,13 @@ def _run_workdir(workdir: Path, options: Any) -> int:
     from clusterclip.schedule.stage import ScheduleStage
 
     work = WorkDir(workdir)
-    if options.duplicates == "group":
-        _refresh_groups(work)
-    outcome = run_stage(ScheduleStage(), work, options, log=print)
+    work.require("cluster")  # before the lock claims it: a missing --workdir is named as such
+    with work.lock(log=print):  # the groups and the schedule, one writer throughout
+        if options.duplicates == "group":
+            _refresh_groups(work)
+        outcome = run_stage(ScheduleStage(), work, options, log=print)
     warnings_seen = outcome.summary.get("warnings", [])
-    print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen))
+    print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen, options))
     return 0
 
 
@@ -169,30 +171,54 @@ def _refresh_groups(work: Any) -> None:
 def _run_files(args: argparse.Namespace, options: Any) -> int:
     import numpy as np
 
+    from clusterclip.errors import ClusterClipError
     from clusterclip.schedule.stage import build_with_progress
 
-    labels = _read_column(args.labels, args.label_column, "labels")
+    labels = _checked_labels(args.labels, _read_column(args.labels, args.label_column, "labels"))
     lengths = None
     if args.lengths is not None:
         lengths = _read_column(args.lengths, args.length_column, "lengths")
     weights = None
     if args.cluster_weights is not None:
         weights = _read_column(args.cluster_weights, "weight", "cluster-weights")
+        if np.asarray(weights).dtype.kind not in "iuf":
+            raise ClusterClipError(
+                f"{args.cluster_weights}: --cluster-weights must hold numbers (one weight per "
+                f"cluster id); got dtype {np.asarray(weights).dtype}. Save a float array."
+            )
     schedule, _budget, caught = build_with_progress(
         labels, options, lengths=lengths, cluster_weights=weights
     )
     out = schedule.save(args.out)
-    print(
-        summary(schedule, np.asarray(labels, dtype=np.int64), out, [str(w.message) for w in caught])
-    )
+    seen = [str(w.message) for w in caught]
+    print(summary(schedule, np.asarray(labels, dtype=np.int64), out, seen, options))
     return 0
 
 
-def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> str:
-    """The one-screen summary printed at the end of ``clusterclip schedule``."""
+def _checked_labels(path: Path, labels: Any) -> Any:
+    """The labels read from ``path``, or the labels error naming that file."""
+    from clusterclip.errors import ClusterClipError
+    from clusterclip.schedule.config import validate_labels
+
+    try:
+        validate_labels(labels)
+    except ClusterClipError as error:
+        raise ClusterClipError(f"{path}: {error}") from None
+    return labels  # as read: the schedule counts unsigned labels beyond int64 and warns
+
+
+def summary(
+    schedule: Any, labels: Any, out: Path, warnings_seen: list[str], options: Any = None
+) -> str:
+    """The one-screen summary printed at the end of ``clusterclip schedule``.
+
+    ``options`` (the :class:`~clusterclip.schedule.options.ScheduleOptions` given)
+    lets the budget line say ``epochs=3.0`` when that is what the user passed.
+    """
     import numpy as np
 
-    from clusterclip.schedule.advice import clip_advice, rule_advice
+    from clusterclip.errors import plural
+    from clusterclip.schedule.advice import budget_passes, clip_advice, rule_advice
 
     stats, config = schedule.stats, schedule.config
     usable = labels >= 0
@@ -219,6 +245,8 @@ def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> 
         if config.num_samples is not None
         else f"num_tokens={config.num_tokens:,}"
     )
+    if options is not None and options.num_samples is None and options.num_tokens is None:
+        budget = f"epochs={options.epochs or 1.0} = {config.num_samples:,} documents"
     status = "met" if stats.budget_met else "NOT met"
     lines.append(f"  draws          {stats.n_draws:,} (budget {budget}: {status})")
     if stats.exhausted_at is not None:
@@ -248,13 +276,23 @@ def summary(schedule: Any, labels: Any, out: Path, warnings_seen: list[str]) -> 
     share = stats.draws_per_cluster[smallest].sum() / max(stats.n_draws, 1)
     ratio = f"{share / natural:.1f}x" if natural else "n/a"
     lines.append(
-        f"  smallest 10%   {n_small:,} clusters ({sizes[smallest].sum():,} docs): "
+        f"  smallest 10%   {plural(n_small, 'cluster')} ({plural(sizes[smallest].sum(), 'doc')}): "
         f"{100 * share:.2f}% of draws vs {100 * natural:.2f}% under random sampling ({ratio})"
     )
     for message in warnings_seen:
         lines.append(f"  warning        {message}")
     for advice in (
-        clip_advice(config.policy, config.max_repeats, passes=stats.n_draws / max(n_usable, 1)),
+        clip_advice(
+            config.policy,
+            config.max_repeats,
+            passes=budget_passes(
+                n_usable,
+                num_samples=config.num_samples,
+                num_tokens=config.num_tokens,
+                n_draws=stats.n_draws,
+                n_tokens=stats.n_tokens,
+            ),
+        ),
         rule_advice(config.policy, config.order, config.schedule_version, int(present.size)),
     ):
         if advice:

@@ -24,18 +24,26 @@ Backends
     exact fp32 products (oneDNN / OpenBLAS).
 ``torch``
     ``torch-bf16`` on CPUs with AMX-BF16, else ``torch-fp32``.
-``auto``
-    in :class:`~clusterclip.cluster.KMeans` and the cluster stage: the fastest
-    one *measured on this machine* for this kind of shape, by a short probe on
-    the fit sample the first time, then from a cache
-    (:mod:`clusterclip.cluster.probe`). Where there is no fit to measure
-    (:func:`resolve_backend`, :func:`clusterclip.cluster.assign` called alone),
-    and when every probe candidate fails, the CPU-flag rule of earlier releases:
-    ``torch-bf16`` on AMX CPUs, else ``faiss`` when installed (with its OpenBLAS
-    on fast kernels), else ``torch-fp32``, else ``numpy``.
+``auto`` (the default)
+    a fixed rule of the machine type, never a timing (:func:`auto_rule`):
+    ``torch-bf16`` on CPUs with native bf16 (AMX-BF16 or AVX512-BF16) when torch
+    is installed, else ``faiss`` when installed (with its OpenBLAS on fast
+    kernels), else ``torch-fp32``, else ``numpy``. So the same command on the same
+    inputs gives the same labels on every run of one machine type (CPU model,
+    core count, library versions), whatever the load and whatever is cached.
+``fastest``
+    measured: in :class:`~clusterclip.cluster.KMeans` and the cluster stage, the
+    fastest candidate timed on the fit sample the first time, then from a cache
+    (:mod:`clusterclip.cluster.probe`); where there is no fit to measure
+    (:func:`resolve_backend`, :func:`clusterclip.cluster.assign` called alone)
+    the ``auto`` rule. A later probe (a deleted cache, another load) may pick
+    another backend, whose labels differ at near-ties.
 
-Results are deterministic for a given backend on a given machine; different
-backends may differ on near-ties.
+Results are deterministic for a given backend on a given machine type; different
+backends may differ on near-ties. The Lloyd loop's thread count (one or all,
+timed per fit: :func:`clusterclip.cluster.kmeans.lloyd_threads`) does not change
+them: every backend splits rows and centroids across threads, never a sum
+(``tests/abuse/test_reproducible.py`` checks it for every installed backend).
 """
 
 from __future__ import annotations
@@ -48,9 +56,9 @@ import numpy as np
 
 from clusterclip.errors import invalid, require_extra
 
-__all__ = ["BACKENDS", "Backend", "get_backend", "resolve_backend"]
+__all__ = ["BACKENDS", "Backend", "auto_rule", "get_backend", "resolve_backend"]
 
-BACKENDS = ("auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
+BACKENDS = ("auto", "fastest", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
 
 #: Bytes of scores held at once by the blocked products (bounds memory).
 _SCORE_BLOCK_BYTES = 64 << 20
@@ -74,10 +82,59 @@ def cpu_has_amx_bf16() -> bool:
     return "amx_bf16" in cpu_flags()
 
 
-def resolve_backend(name: str) -> str:
-    """The concrete backend ``name`` stands for on this machine, by CPU flags.
+def native_bf16() -> list[str]:
+    """This CPU's bf16 product instructions (``amx_bf16``, ``avx512_bf16``; empty if none)."""
+    from clusterclip.cluster.blas import cpu_flags
 
-    ``auto`` here is the flag rule (module docstring); a fit measures instead
+    return [name for name in ("amx_bf16", "avx512_bf16") if name in cpu_flags()]
+
+
+def auto_rule() -> tuple[str, str]:
+    """The backend ``auto`` stands for on this machine, and why.
+
+    A function of the CPU's flags and of which libraries are installed (and
+    whether faiss's OpenBLAS runs on fast kernels), never of a timing: reruns
+    on one machine type give the same backend, so the same labels. bf16
+    products are ~3x faster than the exact ones wherever the CPU has them
+    (docs/performance.md), and the three exact backends are within a few
+    percent of each other, so a measurement would only pick among them by chance.
+
+    Returns
+    -------
+    backend : str
+        ``torch-bf16``, ``faiss``, ``torch-fp32`` or ``numpy``.
+    why : str
+        The facts that chose it, e.g. ``'native bf16 (amx_bf16), torch installed'``.
+
+    >>> auto_rule()[0] in ("torch-bf16", "faiss", "torch-fp32", "numpy")
+    True
+    """
+    bf16 = native_bf16()
+    torch = _has("torch")
+    if torch and bf16:
+        return "torch-bf16", f"native bf16 ({', '.join(bf16)}), torch installed"
+    facts = [
+        f"native bf16 ({', '.join(bf16)}) but torch not installed" if bf16 else "no native bf16"
+    ]
+    if _has("faiss"):
+        from clusterclip.cluster.blas import faiss_blas_info
+
+        info = faiss_blas_info()
+        if not info["slow"]:
+            return "faiss", f"{facts[0]}, faiss installed"
+        facts.append(f"faiss's OpenBLAS on slow {info['architecture']} kernels")
+    else:
+        facts.append("faiss not installed")
+    if torch:
+        return "torch-fp32", ", ".join([*facts, "torch installed"])
+    return "numpy", ", ".join([*facts, "torch not installed"])
+
+
+def resolve_backend(name: str) -> str:
+    """The concrete backend ``name`` stands for on this machine.
+
+    ``auto``, and ``fastest`` where there is no fit to measure, are
+    :func:`auto_rule`; a fit measures ``fastest``
     (:func:`clusterclip.cluster.probe.choose_backend`).
 
     >>> resolve_backend("numpy")
@@ -93,18 +150,9 @@ def resolve_backend(name: str) -> str:
     if name == "torch":
         require_extra("torch", "torch")
         return "torch-bf16" if cpu_has_amx_bf16() else "torch-fp32"
-    if name != "auto":
-        return name
-    if _has("torch") and cpu_has_amx_bf16():
-        return "torch-bf16"
-    if _has("faiss"):
-        from clusterclip.cluster.blas import faiss_blas_info
-
-        if not faiss_blas_info()["slow"]:
-            return "faiss"
-    if _has("torch"):
-        return "torch-fp32"
-    return "numpy"
+    if name in ("auto", "fastest"):
+        return auto_rule()[0]
+    return name
 
 
 class Backend:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 from typing import Any
 
 from clusterclip.errors import require_extra
+from clusterclip.threads import cpu_flags
 
 __all__ = ["cpu_model", "SLOW_CORETYPES", "faiss_blas_info", "import_faiss", "recommended_coretype"]
 
@@ -29,19 +29,6 @@ __all__ = ["cpu_model", "SLOW_CORETYPES", "faiss_blas_info", "import_faiss", "re
 SLOW_CORETYPES = frozenset({"prescott", "katmai", "coppermine", "northwood", "banias", "core2"})
 
 _state: dict[str, Any] = {"set_by_clusterclip": False}
-
-
-@lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """CPU feature flags of this machine (empty where /proc/cpuinfo is absent)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
 
 
 def cpu_model() -> str:

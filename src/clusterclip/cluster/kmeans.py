@@ -126,6 +126,11 @@ def _gather(X: Any, rows: np.ndarray, batch_size: int) -> np.ndarray:
 
 #: Rows of the fit sample timed by :func:`lloyd_threads`.
 THREAD_PROBE_ROWS = 16384
+#: Backends whose Lloyd pass gives the same bits on one thread and on all, so a timing
+#: may choose the thread count (``tests/abuse/test_reproducible.py`` checks each one).
+#: Not torch-fp32: MKL's product of a one-row block differs in the last bit between
+#: one thread and two, which can move a near-tie.
+THREAD_INVARIANT = ("numpy", "faiss", "torch-bf16")
 
 
 def lloyd_threads(engine: Any, sample: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:
@@ -136,14 +141,19 @@ def lloyd_threads(engine: Any, sample: np.ndarray, centroids: np.ndarray) -> dic
     alternating, best of two each. On an idle machine all threads win; on one
     another job shares, each of the iteration's parallel regions waits for the
     thread the scheduler parked, and one thread won 0.94x vs 1.25x the authors'
-    loop (``benchmarks/bench_fit_threads.py``). Results do not depend on the
-    thread count, only the time does. Returns ``{"threads", "seconds": {"all",
-    "one"}}``; one core (or one thread already): ``{"threads": 1}`` untimed.
+    loop (``benchmarks/bench_fit_threads.py``). Only the time depends on the
+    choice: it is made only for the :data:`THREAD_INVARIANT` backends, whose
+    results are the same on any thread count; the others keep the default
+    threads, untimed. Returns ``{"threads", "seconds": {"all", "one"}}``; one
+    core (or one thread already), or another backend: ``{"threads": n,
+    "seconds": None}`` untimed.
     """
     torch = sys.modules.get("torch")
     default = torch.get_num_threads() if torch is not None else (os.cpu_count() or 1)
     if default <= 1 or available_cpus() <= 1:
         return {"threads": 1, "seconds": None}
+    if engine.name not in THREAD_INVARIANT:  # a timing must not choose what changes results
+        return {"threads": int(default), "seconds": None}
     rows = np.ascontiguousarray(sample[:THREAD_PROBE_ROWS])
     prepared = engine.prepare(rows)
     best = {"all": np.inf, "one": np.inf}
@@ -309,7 +319,8 @@ class KMeans:
     seed : int
         Seeds the sample, the seeding and the empty-cluster splits (independent
         ``SeedSequence`` streams). Same seed + same data + same backend on the
-        same machine -> identical centroids and labels.
+        same machine type -> identical centroids and labels (``auto`` included;
+        not ``fastest``, whose pick follows a timing).
     n_iter : int
         Lloyd iterations (stops earlier if the labels stop changing).
     max_points_per_centroid : int
@@ -322,8 +333,10 @@ class KMeans:
     n_init : int
         Independent seedings + Lloyd runs on the same sample; the one with the
         best objective is kept (each run costs a full fit).
-    backend : {"auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"}
-        E-step backend (:mod:`clusterclip.cluster.backends`). ``auto`` times the
+    backend : {"auto", "fastest", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy"}
+        E-step backend (:mod:`clusterclip.cluster.backends`). ``auto`` follows the
+        CPU's bf16 support and the installed libraries, never a timing
+        (:func:`~clusterclip.cluster.backends.auto_rule`). ``fastest`` times the
         candidates on the fit sample the first time a machine meets this kind of
         shape and caches the winner (:mod:`clusterclip.cluster.probe`).
     batch_size : int
@@ -354,12 +367,11 @@ class KMeans:
         update), ``imbalance_factor`` (``K * sum(size^2) / n^2``, 1 = balanced),
         ``empty_resplit`` and ``seconds``.
     backend_ : str
-        The backend that ran (``auto`` resolved: measured on this machine and
-        shape, :mod:`clusterclip.cluster.probe`); ``predict`` uses it too.
+        The backend that ran (``auto`` or ``fastest`` resolved); ``predict`` uses it too.
     backend_choice_ : dict
         How it was chosen (:class:`~clusterclip.cluster.probe.BackendChoice`:
-        ``reason`` ``"probe"``, ``"cached"`` or ``"forced by user"``, the probe's
-        ``seconds`` per candidate, the cache file).
+        ``reason`` ``"CPU rule"``, ``"probe"``, ``"cached"`` or ``"forced by user"``,
+        a probe's ``seconds`` per candidate, the cache file).
     init_ : dict
         Seeding record of the kept run (``init``, ``pool_size``, ``seconds``),
         ``runs`` and the final ``objectives`` of every run.
@@ -459,7 +471,7 @@ class KMeans:
         else:
             rows = np.arange(n, dtype=np.int64)
         sample = _gather(X, rows, int(self.batch_size))
-        # "auto" is measured on this sample's shape once per machine (cluster/probe.py).
+        # "auto" is a rule of the machine type; "fastest" is measured (cluster/probe.py).
         choice = choose_backend(self.backend, sample, k)
         engine = get_backend(choice.backend)
         prepared = engine.prepare(sample)

@@ -9,7 +9,7 @@ from clusterclip.options import check_fields, option
 __all__ = ["BACKENDS", "INITS", "ClusterOptions"]
 
 INITS = ("k-means++", "k-means++-rounds", "afk-mc2", "random")
-BACKENDS = ("auto", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
+BACKENDS = ("auto", "fastest", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +40,9 @@ class ClusterOptions:
     n_init: int = option(1, "Seedings + fits; the best objective is kept.", kind="int", minimum=1)
     backend: str = option(
         "auto",
-        "E-step backend (auto: the fastest measured for this machine).",
+        "E-step backend (auto: fixed by the CPU's bf16 support and the installed libraries, "
+        "never by a timing, so reruns give the same labels; fastest: the fastest measured "
+        "on this machine, whose pick, and labels at near-ties, may change between probes).",
         choices=BACKENDS,
     )
     min_cluster_size: int = option(

@@ -1,6 +1,12 @@
-"""``backend="auto"`` by measurement: time the E-step backends once per machine and shape.
+"""``backend="fastest"`` by measurement: time the E-step backends once per machine and shape.
 
-The first time :class:`~clusterclip.cluster.KMeans` resolves ``auto`` for a
+``auto`` (the default) is not measured: it is a fixed rule of the CPU's flags and
+the installed libraries (:func:`clusterclip.cluster.backends.auto_rule`), so that
+the same command gives the same labels on every run, whatever the machine's
+load and whether or not this module's cache exists. ``fastest`` trades that for
+speed where the rule's pick is not the fastest (e.g. on a busy machine):
+
+The first time :class:`~clusterclip.cluster.KMeans` resolves ``fastest`` for a
 given CPU, library versions and shape, it times every backend this machine
 can run (:func:`available_candidates`: ``numpy``; ``faiss`` and ``torch-fp32``
 when installed; ``torch-bf16`` when the CPU has bf16 instructions) on the
@@ -16,13 +22,14 @@ The pick is the fastest backend, except that the inexact ``torch-bf16`` must be
 at least :data:`BF16_MARGIN` faster than the fastest exact one to win (its
 labels differ from fp32 at near-ties). A candidate that fails (not installed,
 crashes) is skipped and its error recorded; an unreadable or unwritable cache
-only costs a probe. A backend other than ``auto`` is used as given, unprobed.
+only costs a probe. A backend other than ``auto`` or ``fastest`` is used as given, unprobed.
 
-The choice and why (``"probe"`` with the timings, ``"cached"``, ``"forced by user"``)
-is :class:`BackendChoice`; the cluster stage puts it in its summary and manifest.
-Timings vary from run to run: two probes of one machine may pick differently
-when two backends are close, which changes labels at near-ties; a fixed
-``backend`` (or ``--portable``) rules that out.
+The choice and why (``"CPU rule"`` for ``auto``; ``"probe"`` with the timings,
+``"cached"``; ``"forced by user"``) is :class:`BackendChoice`; the cluster stage
+puts it in its summary and manifest. Timings vary from run to run: two probes of
+one machine may pick differently when two backends are close, which changes
+labels at near-ties; to rerun a ``fastest`` result exactly, pass the backend it
+recorded (``summary["backend"]``).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.backends import get_backend, resolve_backend
+from clusterclip.cluster.backends import auto_rule, get_backend, native_bf16, resolve_backend
 from clusterclip.threads import available_cpus
 
 __all__ = [
@@ -76,10 +83,11 @@ class BackendChoice:
     backend : str
         The concrete backend (``faiss``, ``torch-bf16``, ``torch-fp32`` or ``numpy``).
     requested : str
-        What the user asked for (``auto`` or a backend name).
+        What the user asked for (``auto``, ``fastest`` or a backend name).
     reason : str
-        ``"probe"`` (measured now), ``"cached"`` (measured earlier on this machine
-        and shape) or ``"forced by user"``.
+        ``"CPU rule"`` (``auto``: :func:`~clusterclip.cluster.backends.auto_rule`),
+        ``"probe"`` (``fastest``, measured now), ``"cached"`` (``fastest``, measured
+        earlier on this machine and shape) or ``"forced by user"``.
     seconds : dict
         Seconds of one Lloyd pass on the probe rows per candidate (probe or cached).
     skipped : dict
@@ -92,6 +100,8 @@ class BackendChoice:
         The cache file read or written.
     cache_error : str or None
         Why the cache could not be read or written (the probe ran instead).
+    rule : str or None
+        With ``"CPU rule"``: the facts that chose the backend.
     """
 
     backend: str
@@ -103,6 +113,7 @@ class BackendChoice:
     probe_rows: int | None = None
     cache: str | None = None
     cache_error: str | None = None
+    rule: str | None = None
 
     def as_record(self) -> dict[str, Any]:
         """A JSON-ready dict (the summary's ``backend_choice``)."""
@@ -116,7 +127,11 @@ class BackendChoice:
         'faiss (probe 1.5 s on 20,000 rows: faiss 0.100 s, numpy 0.250 s per pass)'
         >>> BackendChoice("numpy", "numpy", "forced by user").describe()
         'numpy (forced by user)'
+        >>> BackendChoice("faiss", "auto", "CPU rule", rule="no native bf16, faiss installed").describe()
+        'faiss (CPU rule: no native bf16, faiss installed)'
         """
+        if self.reason == "CPU rule":
+            return f"{self.backend} (CPU rule: {self.rule})"
         if self.reason == "forced by user":
             given = "" if self.requested == self.backend else f": {self.requested}"
             return f"{self.backend} (forced by user{given})"
@@ -140,14 +155,12 @@ def available_candidates() -> list[str]:
     """
     import importlib.util
 
-    from clusterclip.cluster.blas import cpu_flags
-
     names = ["numpy"]
     if importlib.util.find_spec("faiss") is not None:
         names.append("faiss")
     if importlib.util.find_spec("torch") is not None:
         names.append("torch-fp32")
-        if {"amx_bf16", "avx512_bf16"} & cpu_flags():
+        if native_bf16():
             names.append("torch-bf16")
     return names
 
@@ -289,7 +302,8 @@ def choose_backend(
     Parameters
     ----------
     requested : str
-        ``"auto"`` (probe or cache) or a backend name (used as given).
+        ``"auto"`` (the CPU rule: no timing, no cache), ``"fastest"`` (probe or
+        cache) or a backend name (used as given).
     sample : numpy.ndarray, shape (n, d)
         The fit sample; the probe times a slice of it (:func:`probe_rows`).
     n_clusters : int
@@ -302,13 +316,19 @@ def choose_backend(
     -------
     BackendChoice
 
-    Not deterministic: the pick depends on timings (see the module docstring).
+    ``auto`` and a named backend are deterministic on a machine type;
+    ``fastest`` depends on timings (see the module docstring).
 
     >>> X = np.eye(4, dtype=np.float32)
     >>> choose_backend("numpy", X, 2).reason
     'forced by user'
+    >>> choose_backend("auto", X, 2).reason
+    'CPU rule'
     """
-    if requested != "auto":
+    if requested == "auto":
+        backend, why = auto_rule()
+        return BackendChoice(backend, requested, "CPU rule", rule=why)
+    if requested != "fastest":
         return BackendChoice(resolve_backend(requested), requested, "forced by user")
     names = list(candidates) if candidates is not None else available_candidates()
     n_rows, dim = int(sample.shape[0]), int(sample.shape[1])

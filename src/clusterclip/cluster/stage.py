@@ -194,8 +194,9 @@ def cluster(
     Writes ``centroids.npy`` (float32, unit rows), ``clusters.parquet`` (``index``
     int64, ``cluster`` int32, ``score`` float32, and with ``levels`` ``level_0`` ..
     int32) and the ``cluster`` manifest entry.
-    Same seed + same inputs + same backend on the same machine -> same labels; a
-    rerun with the same settings and inputs returns the stored result.
+    Same seed + same inputs + same backend (``auto`` included: a rule of the CPU
+    and the installed libraries, not a timing) on the same machine type -> the
+    same labels; a rerun with the same settings and inputs returns the stored result.
 
     Examples
     --------
@@ -240,6 +241,21 @@ class ClusterStage:
         work.require("embed")
         return {"embed.documents": work.output("embed.documents"),
                 "embed.embeddings": work.output("embed.embeddings")}  # fmt: skip
+
+    def resolved(self, config: dict[str, Any], entry: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``config`` with ``backend`` as resolved (see the runner's ``_settled``).
+
+        What the finished fit ran on (``entry``), or what a named backend is on
+        this machine; ``auto`` is measured by the fit, so it stays ``auto``.
+        """
+        from clusterclip.cluster.backends import resolve_backend
+
+        config = dict(config)
+        if entry is not None:
+            config["backend"] = (entry.get("summary") or {}).get("backend", config.get("backend"))
+        elif config.get("backend") != "auto":
+            config["backend"] = resolve_backend(str(config.get("backend")))
+        return config
 
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> ClusterResult:
         """The finished stage's result, without recomputing anything."""
@@ -352,7 +368,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         "small_clusters": small,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
     }
-    if model.backend_ == "faiss" or options.backend in ("auto", "faiss"):
+    if model.backend_ == "faiss" or options.backend in ("auto", "fastest", "faiss"):
         record["blas"] = _blas_record()
     result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
                            levels=levels)  # fmt: skip

@@ -1,20 +1,39 @@
-"""Near-duplicate groups: exact copies by text hash, near copies by cosine inside a cluster.
+"""Near-duplicate groups: exact copies by text hash, near copies by cosine, no chains.
 
 SemDeDup-style (Abbas et al., 2023): two documents of the same cluster whose
 embeddings have a cosine of at least ``threshold`` are near-duplicates, and so
 are a document and a member of its second-nearest cluster (:func:`second_nearest`,
 when the caller passes ``neighbours``: near copies that k-means put on either
-side of a cluster border, measured in docs/clustering.md); exact
-copies (same normalised text, :func:`normalise_text`) are linked wherever they
-are. A *group* is a connected component of those links (union-find), so
-near-duplicate chains join one group. Its **representative** is its lowest
-document index: the first occurrence in the corpus, a choice that does not
-depend on floating-point ties of the embeddings (the nearest document to the
-group's mean would); the group is drawn in its representative's cluster.
+side of a cluster border, measured in docs/clustering.md); exact copies (same
+normalised text, :func:`normalise_text`) are copies wherever they are.
 
-Memory: pairs are found in row blocks of one cluster at a time, ``block_size x
-(cluster size)`` float32 similarities plus the cluster's rows, never an ``N x N``
-matrix; the union-find is two int64 arrays of length N.
+A *group* is a set of documents that are **all** copies of each other
+(complete linkage), never a chain ``a ~ b ~ c`` of pairs: links of cosine >=
+``threshold`` would otherwise join texts that are far apart through the ones
+between them (eight different ``hashlib`` docstrings ended in one group at 0.9).
+The groups are made in three deterministic steps:
+
+1. every exact copy stands for its text's first occurrence (lowest index), so
+   each text is compared once;
+2. inside each cluster, the texts are visited in index order and each joins the
+   group of the lowest representative to *every* member of which it has cosine
+   >= ``threshold``, else starts its own group (greedy cliques; a block of rows
+   at a time against the rows before them);
+3. groups of two clusters linked by a near pair across their border (the
+   second-nearest cluster) merge, pairs of groups taken in order of their
+   representatives, when every member of one has cosine >= ``threshold`` to
+   every member of the other.
+
+So any two distinct texts of a group have cosine >= ``threshold``
+(``min_similarity``, the lowest such cosine, is kept per group) and the copies
+of a text follow it. A group's **representative** is its lowest document index,
+the first occurrence in the corpus, a choice that does not depend on
+floating-point ties of the embeddings; the group is drawn in its
+representative's cluster.
+
+Memory: step 2 holds ``block_size x (cluster size)`` float32 scores plus the
+cluster's rows, never an ``N x N`` matrix; step 3 the members of the two groups
+it checks.
 
 >>> x = np.array([[1, 0], [1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
 >>> groups = find_groups(lambda rows: x[rows], np.array([0, 0, 0, 0]), threshold=0.99)
@@ -43,7 +62,6 @@ __all__ = [
     "near_pairs",
     "normalise_text",
     "second_nearest",
-    "star_links",
 ]
 
 
@@ -120,22 +138,6 @@ def near_pairs(
             yield rows + start, cols + start
 
 
-def star_links(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Links with the components of the pairs ``(a[i], b[i])``: each node to its lowest.
-
-    At most one link per node, whatever the number of pairs, so collected
-    links stay within the documents they touch.
-
-    >>> [x.tolist() for x in star_links(np.array([7, 7, 9]), np.array([3, 9, 3]))]
-    [[7, 9], [3, 3]]
-    """
-    nodes, inverse = np.unique(np.concatenate((a, b)), return_inverse=True)
-    local = np.arange(nodes.size, dtype=np.int64)
-    connect(local, inverse[: a.size], inverse[a.size :])
-    linked = np.flatnonzero(local != np.arange(nodes.size))
-    return nodes[linked], nodes[local[linked]]
-
-
 def _compress(parent: np.ndarray) -> None:
     """Pointer jumping until every node points at its root (in place)."""
     while True:
@@ -188,17 +190,25 @@ class DuplicateGroups:
     exact : ndarray of bool, shape (N,)
         Whether the document's normalised text equals its representative's
         (False for representatives and when exact matching was off).
+    min_similarity : ndarray of float32, shape (N,)
+        The lowest cosine between two distinct texts of the document's group
+        (the first occurrences of its texts): at least the threshold, and 1
+        when the group holds one text (a document without copies included).
     """
 
     representative: np.ndarray
     similarity: np.ndarray
     exact: np.ndarray
+    min_similarity: np.ndarray
 
     def summary(self, *, top: int = 10) -> dict[str, object]:
         """Groups of two or more, their documents, and the largest ``top`` group sizes.
 
+        ``min_similarity`` is the lowest cosine between two distinct texts of
+        any group (None when every group holds one text).
+
         >>> DuplicateGroups(np.array([0, 0, 2]), np.ones(3, np.float32),
-        ...                 np.array([False, True, False])).summary()["groups"]
+        ...                 np.array([False, True, False]), np.ones(3, np.float32)).summary()["groups"]
         1
         """
         rep = self.representative
@@ -210,6 +220,7 @@ class DuplicateGroups:
         not_exact = np.bincount(rep[members & ~self.exact], minlength=rep.size)
         exact_groups = int(np.count_nonzero(not_exact[multi] == 0))
         largest = multi[np.argsort(-sizes[multi], kind="stable")[:top]]
+        near = multi[not_exact[multi] > 0]
         return {
             "groups": int(multi.size),
             "documents_in_groups": int(in_groups),
@@ -217,8 +228,25 @@ class DuplicateGroups:
             "exact_groups": exact_groups,
             "near_groups": int(multi.size - exact_groups),
             "exact_copies": int(np.count_nonzero(self.exact)),
-            "largest": [{"representative": int(r), "size": int(sizes[r])} for r in largest],
+            "min_similarity": shown_cosine(self.min_similarity[near].min()) if near.size else None,
+            "largest": [
+                {
+                    "representative": int(r),
+                    "size": int(sizes[r]),
+                    "min_similarity": shown_cosine(self.min_similarity[r]),
+                }
+                for r in largest
+            ],
         }
+
+
+def shown_cosine(value: float) -> float:
+    """A cosine as summaries show it: 4 decimals, rounded down, so never above what it is.
+
+    >>> shown_cosine(np.float32(0.89996))
+    0.8999
+    """
+    return float(np.floor(float(value) * 1e4) / 1e4)
 
 
 def find_groups(
@@ -231,7 +259,7 @@ def find_groups(
     neighbours: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> DuplicateGroups:
-    """Near-duplicate groups of the documents with a non-negative label.
+    """Near-duplicate groups of the documents with a non-negative label: no chains.
 
     Parameters
     ----------
@@ -241,62 +269,162 @@ def find_groups(
     labels : ndarray of int, shape (N,)
         Cluster of every document; negative = excluded (never grouped).
     threshold : float
-        Cosine at or above which two documents of one cluster are linked.
+        Cosine at or above which two documents are near copies.
     block_size : int
         Rows compared at once (memory: ``block_size x cluster size`` float32).
     hashes : ndarray of uint64, shape (N, 2), optional
         :func:`hash_texts` of the corpus: documents with equal hashes are
-        linked whatever their clusters.
+        copies whatever their clusters (and compared once, as their first occurrence).
     neighbours : ndarray of int, shape (N,), optional
         Each document's second-nearest cluster (:func:`second_nearest`; -1:
-        none). Each document is then also compared with the members of that
-        cluster, so that near copies split by a cluster border still join one
-        group (at most twice the comparisons).
+        none). Groups of two clusters with a near pair across that border then
+        merge when all their members are near copies of each other.
     progress : callable, optional
         Called with the documents of each cluster once it is done.
 
     Returns
     -------
     DuplicateGroups
+        Any two distinct texts of a group have cosine >= ``threshold``
+        (complete linkage; the module docstring gives the three steps).
 
     Notes
     -----
-    Deterministic: the links do not depend on the block size or the cluster
-    order (a pair is a pair), and components and representatives follow from
-    the links alone. Pairs whose cosine lies within float32 rounding of the
-    threshold may differ between BLAS builds.
+    Deterministic: texts are visited in index order and groups merged in order
+    of their representatives, so the groups follow from the embeddings alone,
+    not from the cluster order. Pairs whose cosine lies within float32 rounding
+    of the threshold may differ between BLAS builds or block sizes.
+
+    Examples
+    --------
+    Three texts, each at cosine 0.94 to the next but 0.77 apart at the ends,
+    are not one chained group: the third starts its own.
+
+    >>> angles = np.radians([0, 20, 40])
+    >>> x = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    >>> groups = find_groups(lambda rows: x[rows], np.zeros(3, int), threshold=0.9)
+    >>> groups.representative.tolist(), round(float(groups.min_similarity[0]), 3)
+    ([0, 0, 2], 0.94)
     """
     labels = np.asarray(labels)
     n = labels.shape[0]
     usable = labels >= 0
-    links_a, links_b = [], []  # star links: document -> its group's lowest member
+    first = np.arange(n, dtype=np.int64)  # each document's text's first occurrence
     if hashes is not None:
         copies, firsts = _exact_links(hashes, usable)
-        links_a.append(copies)
-        links_b.append(firsts)
-    order = np.argsort(np.where(usable, labels, -1), kind="stable")
-    order = order[np.count_nonzero(~usable) :]
+        first[copies] = firsts
+    texts = usable & (first == np.arange(n))
+    representative = np.arange(n, dtype=np.int64)
+    lowest = np.ones(n, dtype=np.float32)  # a group's min_similarity, at its representative
+    order = np.argsort(np.where(texts, labels, -1), kind="stable")
+    order = order[np.count_nonzero(~texts) :]
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     for members in np.split(order, cuts) if order.size else []:
-        if members.size > 1:  # a union-find over the cluster alone: compressions cost its size
+        if members.size > 1:
             matrix = np.asarray(rows_of(members), dtype=np.float32)
-            local = np.arange(members.size, dtype=np.int64)
-            for i, j in near_pairs(matrix, threshold, block_size):
-                connect(local, i, j)
-            linked = np.flatnonzero(local != np.arange(members.size))
-            links_a.append(members[linked])
-            links_b.append(members[local[linked]])
+            local, low = _cliques(matrix, threshold, block_size)
+            representative[members] = members[local]
+            lowest[members] = low
         if progress is not None:
             progress(int(members.size))
+    if progress is not None and np.count_nonzero(usable & ~texts):
+        progress(int(np.count_nonzero(usable & ~texts)))  # copies: they follow their text
     if neighbours is not None:
-        for a, b in _border_pairs(rows_of, labels, order, cuts, neighbours, threshold, block_size):
-            a, b = star_links(a, b)  # a heavily duplicated corpus finds many pairs per block
-            links_a.append(a)
-            links_b.append(b)
-    parent = np.arange(n, dtype=np.int64)
-    if links_a:
-        connect(parent, np.concatenate(links_a), np.concatenate(links_b))
-    return _describe(parent, rows_of, hashes)
+        found = _border_pairs(
+            rows_of, labels, texts, order, cuts, neighbours, threshold, block_size
+        )
+        _merge_across_borders(rows_of, found, representative, lowest, texts, threshold)
+    representative = representative[first]
+    return _describe(representative, lowest[representative], rows_of, hashes)
+
+
+def _cliques(
+    matrix: np.ndarray, threshold: float, block_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy complete linkage of one cluster's rows, in row order.
+
+    Row ``j`` joins the group of the lowest representative all of whose
+    members it has a score >= ``threshold`` with, else starts its own. Returns
+    each row's group (its representative's row) and each group's lowest score
+    between two members (at the representative's row; 1 for a single row).
+    """
+    n = matrix.shape[0]
+    group = np.arange(n, dtype=np.int64)
+    size = np.ones(n, dtype=np.int64)
+    low = np.ones(n, dtype=np.float32)
+    members: dict[int, list[int]] = {}
+    for start in range(0, n, block_size):
+        stop = min(n, start + block_size)
+        scores = matrix[start:stop] @ matrix[:stop].T  # each row against the rows up to it
+        hit = scores >= threshold
+        hit[:, start:stop] &= np.tri(stop - start, k=-1, dtype=bool)  # earlier rows only
+        for row in np.flatnonzero(hit.any(axis=1)).tolist():
+            linked, counts = np.unique(group[np.flatnonzero(hit[row])], return_counts=True)
+            whole = linked[counts == size[linked]]  # groups this row is near to every member of
+            if not whole.size:
+                continue
+            head = int(whole[0])
+            these = members.setdefault(head, [head])
+            low[head] = min(low[head], float(scores[row, these].min()))
+            these.append(start + row)
+            group[start + row] = head
+            size[head] += 1
+    return group, low
+
+
+def _merge_across_borders(
+    rows_of: Callable[[np.ndarray], np.ndarray],
+    found: Iterable[tuple[np.ndarray, np.ndarray]],
+    representative: np.ndarray,
+    lowest: np.ndarray,
+    texts: np.ndarray,
+    threshold: float,
+) -> None:
+    """Merge groups linked across a cluster border when all their members are near (in place).
+
+    Pairs of groups are taken in order of (lower, higher) representative; a
+    merge keeps the lower one, so every representative stays its group's lowest index.
+    """
+    linked = []
+    for a, b in found:
+        ga, gb = representative[a], representative[b]
+        keep = ga != gb
+        if keep.any():
+            pairs = np.stack([np.minimum(ga, gb)[keep], np.maximum(ga, gb)[keep]], axis=1)
+            linked.append(np.unique(pairs, axis=0))
+    if not linked:
+        return
+    pairs = np.unique(np.concatenate(linked), axis=0)  # sorted by (lower, higher)
+    involved = np.flatnonzero(texts & np.isin(representative, pairs))
+    heads = representative[involved]
+    order = np.argsort(heads, kind="stable")
+    starts = np.flatnonzero(np.r_[True, heads[order][1:] != heads[order][:-1]])
+    members = dict(
+        zip(heads[order][starts].tolist(), np.split(involved[order], starts[1:]), strict=True)
+    )
+    merged_into: dict[int, int] = {}
+
+    def root(head: int) -> int:
+        while head in merged_into:
+            head = merged_into[head]
+        return head
+
+    for low_head, high_head in pairs.tolist():
+        a, b = sorted((root(low_head), root(high_head)))
+        if a == b:
+            continue
+        cross = (
+            np.asarray(rows_of(members[a]), np.float32)
+            @ np.asarray(rows_of(members[b]), np.float32).T
+        )
+        worst = float(cross.min())
+        if worst < threshold:
+            continue
+        members[a] = np.sort(np.concatenate((members[a], members.pop(b))))
+        merged_into[b] = a
+        lowest[a] = min(float(lowest[a]), float(lowest[b]), worst)
+    for head in {root(h) for h in merged_into}:
+        representative[members[head]] = head
 
 
 #: The scores held at once by :func:`second_nearest` (rows x centroids float32).
@@ -367,6 +495,7 @@ def _tree_second(unit: np.ndarray, own: np.ndarray, tree: Tree) -> np.ndarray:
 def _border_pairs(
     rows_of: Callable[[np.ndarray], np.ndarray],
     labels: np.ndarray,
+    compared: np.ndarray,
     order: np.ndarray,
     cuts: np.ndarray,
     neighbours: np.ndarray,
@@ -375,11 +504,11 @@ def _border_pairs(
 ) -> Iterable[tuple[np.ndarray, np.ndarray]]:
     """Near pairs (document, member of its second-nearest cluster), cluster by cluster.
 
-    Visitors of cluster ``k`` (documents whose second-nearest cluster is ``k``)
-    are compared with ``k``'s members, ``block_size`` visitors at a time.
+    Visitors of cluster ``k`` (``compared`` documents whose second-nearest
+    cluster is ``k``) are compared with ``k``'s members in ``order``,
+    ``block_size`` visitors at a time.
     """
-    usable = labels >= 0
-    visitors = np.flatnonzero(usable & (neighbours >= 0))
+    visitors = np.flatnonzero(compared & (neighbours >= 0))
     visitors = visitors[np.argsort(neighbours[visitors], kind="stable")]
     bounds = np.searchsorted(neighbours[visitors], np.arange(int(labels.max(initial=-1)) + 2))
     for members in np.split(order, cuts) if order.size else []:
@@ -398,6 +527,7 @@ def _border_pairs(
 
 def _describe(
     representative: np.ndarray,
+    min_similarity: np.ndarray,
     rows_of: Callable[[np.ndarray], np.ndarray],
     hashes: np.ndarray | None,
     chunk: int = 65536,
@@ -414,4 +544,4 @@ def _describe(
         similarity[docs] = np.einsum("ij,ij->i", own, theirs)
         if hashes is not None:
             exact[docs] = (hashes[docs] == hashes[reps]).all(axis=1) & hashes[docs].any(axis=1)
-    return DuplicateGroups(representative, similarity, exact)
+    return DuplicateGroups(representative, similarity, exact, min_similarity.astype(np.float32))

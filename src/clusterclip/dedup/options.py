@@ -39,6 +39,8 @@ class DedupOptions:
         "collapsing) across clusters; --no-exact skips the corpus pass this needs.",
         kind="bool",
         flag="--no-exact",
+        flag_help="Do not group exact copies across clusters (near copies inside a cluster "
+        "are still grouped), which skips the corpus pass this needs.",
     )
     block_size: int = option(
         1024,
@@ -46,6 +48,13 @@ class DedupOptions:
         kind="int",
         minimum=1,
         flag="--dedup-block-size",
+    )
+    grouping: str = option(
+        "cliques",
+        "How near copies form groups: cliques, in which every two distinct texts have cosine "
+        ">= threshold (never a chain of pairs); recorded, so groups made otherwise are redone.",
+        choices=("cliques",),
+        cli=False,
     )
 
     def __post_init__(self) -> None:

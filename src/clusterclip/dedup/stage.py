@@ -3,9 +3,10 @@
 Reads everything through :class:`clusterclip.io.WorkDir`: the cluster labels,
 the embeddings (memory-mapped, gathered one cluster at a time) and, for exact
 copies, the corpus text (one streaming pass). Writes ``duplicates.parquet``
-atomically (``index``, ``representative``, ``similarity``, ``exact``) and the
-``dedup`` manifest entry; the runner (:mod:`clusterclip.runner`) skips it when
-its options and inputs are unchanged.
+atomically (``index``, ``representative``, ``similarity``, ``exact``,
+``min_similarity``) and the ``dedup`` manifest entry; the runner
+(:mod:`clusterclip.runner`) skips it when its options (the grouping method
+among them) and its inputs are unchanged.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.dedup.detect import DuplicateGroups, find_groups, hash_texts, second_nearest
+from clusterclip.dedup.detect import (
+    DuplicateGroups,
+    find_groups,
+    hash_texts,
+    second_nearest,
+    shown_cosine,
+)
 from clusterclip.dedup.options import DedupOptions
 from clusterclip.errors import require_extra
 from clusterclip.io import WorkDir, atomic_path, versions
@@ -169,57 +176,8 @@ class DedupStage:
                 "total": round(time.perf_counter() - started, 3),
             },
         }
-        warning = chain_warning(groups, usable, options.threshold)
-        if warning:
-            summary["warnings"] = [warning]
         result = DedupResult(work.path, groups.representative, summary)
         return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
-
-
-#: A near group larger than this share of the usable documents is reported as a chain.
-CHAIN_SHARE = 0.01
-
-
-def chain_warning(groups: DuplicateGroups, usable: int, threshold: float) -> str | None:
-    """A warning when the largest group is a chain rather than copies of one text.
-
-    Groups are connected components, so links of cosine >= ``threshold`` can
-    chain documents that are not copies of each other (``a ~ b ~ c``); the
-    schedule then draws the whole chain as one unit, sharing ``max_repeats``
-    draws, which silently removes most of it from training. Warned when the
-    largest group holds over 1% of the usable documents and most of its
-    members are further from its representative than ``threshold`` (a family of
-    edited copies stays within it; a chain drifts away).
-
-    >>> rep = np.array([0, 0, 0, 3])
-    >>> far = DuplicateGroups(rep, np.array([1, 0.8, 0.7, 1], np.float32), np.zeros(4, bool))
-    >>> chain_warning(far, usable=4, threshold=0.9)[:46]
-    'the largest near-duplicate group holds 3 of 4 '
-    >>> near = DuplicateGroups(rep, np.array([1, 0.95, 0.93, 1], np.float32), np.zeros(4, bool))
-    >>> chain_warning(near, usable=4, threshold=0.9) is None
-    True
-    """
-    rep = groups.representative
-    if not rep.size:
-        return None
-    sizes = np.bincount(rep, minlength=rep.size)
-    largest = int(sizes.argmax())
-    size = int(sizes[largest])
-    if size < 3 or size <= CHAIN_SHARE * max(usable, 1):
-        return None
-    members = np.flatnonzero(rep == largest)
-    members = members[members != largest]
-    median = float(np.median(groups.similarity[members]))
-    if median >= threshold:
-        return None
-    return (
-        f"the largest near-duplicate group holds {size:,} of {usable:,} usable documents "
-        f"({size / max(usable, 1):.1%}; representative #{largest}) and its median member "
-        f"has cosine {median:.3f} to the representative, below the threshold {threshold}: "
-        "links chain documents that are not copies of each other, and the schedule draws "
-        "the group as one unit sharing max_repeats draws. Raise --dedup-threshold (static "
-        "embeddings run higher than the transformer's) or pass --duplicates off."
-    )
 
 
 def _texts(records: Any, bar: Any) -> Any:
@@ -238,6 +196,7 @@ def _write(work: WorkDir, groups: DuplicateGroups) -> dict[str, str]:
             "representative": pa.array(groups.representative.astype(np.int64)),
             "similarity": pa.array(groups.similarity.astype(np.float32)),
             "exact": pa.array(groups.exact.astype(bool)),
+            "min_similarity": pa.array(groups.min_similarity.astype(np.float32)),
         }
     )
     with atomic_path(work.path_of("duplicates")) as tmp:
@@ -249,9 +208,11 @@ def group_rows(work: WorkDir, *, top: int | None = None) -> list[dict[str, Any]]
     """The groups of two or more documents, largest first (ties: lowest representative).
 
     Each is ``{"representative": {"index", "id"}, "cluster", "size", "kind",
-    "duplicates": [{"index", "id", "similarity", "exact"}, ...]}`` with
-    ``kind`` ``exact`` (every member an exact copy) or ``near``; ids are the
-    corpus ids (``None`` when the corpus has none).
+    "min_similarity", "duplicates": [{"index", "id", "similarity", "exact"}, ...]}``
+    with ``kind`` ``exact`` (every member an exact copy) or ``near``,
+    ``min_similarity`` the lowest cosine between two distinct texts of the
+    group (at least the threshold; 1 for an exact group); ids are the corpus
+    ids (``None`` when the corpus has none).
 
     Parameters
     ----------
@@ -262,6 +223,7 @@ def group_rows(work: WorkDir, *, top: int | None = None) -> list[dict[str, Any]]
     rep = table.column("representative").to_numpy()
     similarity = table.column("similarity").to_numpy()
     exact = table.column("exact").to_numpy(zero_copy_only=False)
+    lowest = table.column("min_similarity").to_numpy()
     ids = work.documents(["id"]).column("id").to_pylist()
     labels = work.labels()
     grouped = np.flatnonzero(rep != np.arange(rep.size))
@@ -281,11 +243,12 @@ def group_rows(work: WorkDir, *, top: int | None = None) -> list[dict[str, Any]]
                 "cluster": int(labels[head]),
                 "size": int(counts[g]) + 1,
                 "kind": "exact" if bool(exact[these].all()) else "near",
+                "min_similarity": shown_cosine(lowest[head]),
                 "duplicates": [
                     {
                         "index": int(d),
                         "id": ids[d],
-                        "similarity": round(float(similarity[d]), 4),
+                        "similarity": shown_cosine(similarity[d]),
                         "exact": bool(exact[d]),
                     }
                     for d in these.tolist()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -30,8 +29,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from clusterclip.embed.static_pass import OnePass
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.io.workdir import ARTIFACTS
+from clusterclip.threads import cpu_flags, native_bfloat16
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -40,6 +41,7 @@ __all__ = [
     "EncoderSpec",
     "cpu_supports_bfloat16",
     "get_encoder",
+    "resolve_compute",
     "resolve_model",
     "static_cache_dir",
 ]
@@ -183,15 +185,13 @@ def resolve_model(model: str | None) -> str:
 
 
 def cpu_supports_bfloat16() -> bool:
-    """True when the CPU runs bfloat16 matmuls natively (AVX512-BF16 or AMX)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
+    """True when the CPU runs bfloat16 matmuls natively (AVX512-BF16 or AMX).
+
+    From the CPU flags (:func:`clusterclip.threads.native_bfloat16`); where the
+    OS does not list them, from torch's CPU capability.
+    """
+    if cpu_flags():
+        return native_bfloat16()
     try:
         import torch
 
@@ -260,48 +260,6 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix
 
 
-def _mean_token_rows(
-    ids: list[list[int]],
-    counts: np.ndarray,
-    keep: np.ndarray,
-    table: np.ndarray,
-    unknown: int | None,
-) -> np.ndarray:
-    """Mean of ``table``'s rows over each kept text's token ids (unknown ids dropped).
-
-    One ``torch.nn.functional.embedding_bag`` sum over all texts instead of a
-    gather per text: each bag is summed in token order in float32, as
-    ``table[ids].mean(axis=0)`` sums, and the means are rounded to ``table``'s
-    dtype as numpy's mean rounds them, so the rows equal model2vec's own
-    (tested). Texts not kept, and texts with no known token, are zero rows.
-
-    >>> table = np.array([[1, 0], [0, 1], [3, 3]], dtype=np.float16)
-    >>> _mean_token_rows([[0, 1], [2], [1]], np.array([2, 1, 1]), np.array([True, True, False]),
-    ...                  table, unknown=2).tolist()
-    [[0.5, 0.5], [0.0, 0.0], [0.0, 0.0]]
-    """
-    torch = require_extra("torch", "static")
-    n = len(ids)
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(counts.sum()))
-    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-    usable = keep[owner]
-    if unknown is not None:
-        usable &= flat != unknown
-    flat, owner = flat[usable], owner[usable]
-    known = np.bincount(owner, minlength=n)
-    offsets = np.zeros(n, dtype=np.int64)
-    np.cumsum(known[:-1], out=offsets[1:])
-    weights = torch.from_numpy(np.asarray(table, dtype=np.float32))
-    sums = torch.nn.functional.embedding_bag(
-        torch.from_numpy(flat), weights, torch.from_numpy(offsets), mode="sum"
-    ).numpy()
-    present = known > 0
-    means = sums[present] / known[present, None].astype(np.float32)
-    out = np.zeros((n, table.shape[1]), dtype=np.float32)
-    out[present] = means.astype(table.dtype).astype(np.float32)
-    return out
-
-
 def _tokenizer_counter(tokenizer: Any) -> Callable[[list[str]], np.ndarray]:
     """Untruncated, special-token-free counts with a ``tokenizers.Tokenizer`` copy."""
     tokenizers = require_extra("tokenizers", "embed")
@@ -327,6 +285,29 @@ def _whitespace_counter(texts: list[str]) -> np.ndarray:
 # --------------------------------------------------------------------------- transformer
 
 
+def resolve_compute(device: str, precision: str) -> tuple[str, str]:
+    """What ``auto`` device and precision of the sentence-transformers encoder become here.
+
+    Device ``auto``: ``cuda`` when torch sees a GPU, else ``cpu``. Precision
+    ``auto``: float16 on CUDA, bfloat16 on CPUs with AVX512-BF16/AMX, else
+    float32. Other values are returned as given.
+
+    >>> resolve_compute("cpu", "float32")
+    ('cpu', 'float32')
+    """
+    if device == "auto":
+        torch = require_extra("torch", "embed")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if precision == "auto":
+        if device.startswith("cuda"):
+            precision = "float16"
+        elif device == "cpu" and cpu_supports_bfloat16():
+            precision = "bfloat16"
+        else:
+            precision = "float32"
+    return device, precision
+
+
 class SentenceTransformerEncoder:
     """A sentence-transformers (or plain Hugging Face) model, mean-pooled, unit rows.
 
@@ -341,18 +322,8 @@ class SentenceTransformerEncoder:
         self.spec = spec
         self._torch = torch
         self.path = resolve_model(spec.model)
-        device = spec.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device, precision = resolve_compute(spec.device, spec.precision)
         self.device = device
-        precision = spec.precision
-        if precision == "auto":
-            if device.startswith("cuda"):
-                precision = "float16"
-            elif device == "cpu" and cpu_supports_bfloat16():
-                precision = "bfloat16"
-            else:
-                precision = "float32"
         self.precision = precision
         try:
             with _quiet_transformers():
@@ -540,7 +511,12 @@ def ensure_static_model(spec: EncoderSpec) -> Path:
 
 
 class StaticEncoder:
-    """A model2vec static model (token-embedding lookup + mean): numpy-only inference."""
+    """A model2vec static model (token-embedding lookup + mean), run on CPU.
+
+    ``encode`` is model2vec's own ``StaticModel.encode`` (unit rows); the
+    embed stage calls ``encode_with_counts``, which gives the same vectors and
+    the token counts from one tokenisation (:mod:`clusterclip.embed.static_pass`).
+    """
 
     def __init__(self, spec: EncoderSpec) -> None:
         self.spec = spec
@@ -551,11 +527,7 @@ class StaticEncoder:
         self.dim = int(self.model.dim)
         self.batch_size = spec.batch_size or 1024
         self._count = _tokenizer_counter(self.model.tokenizer)
-        tokenizers = require_extra("tokenizers", "static")
-        self._untruncated = tokenizers.Tokenizer.from_str(self.model.tokenizer.to_str())
-        self._untruncated.no_truncation()
-        self._untruncated.no_padding()
-        self._one_pass = self._one_pass_matches()
+        self._one_pass = self._checked_one_pass()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -573,46 +545,46 @@ class StaticEncoder:
         """``(encode(texts), count_tokens(texts))`` from one tokenisation.
 
         Tokenising is most of a static model's work, and ``n_tokens`` needs an
-        untruncated pass anyway: its token ids also give the vector (mean of the
-        token embeddings, unknown tokens dropped, as model2vec computes it) of
-        every text model2vec would not truncate; the others go through
-        ``StaticModel.encode``. Used only when a check at load time found it equal
-        to ``encode`` for this model (plain embedding tables, no weights).
+        untruncated pass anyway: its token ids also give each text's vector
+        (:class:`~clusterclip.embed.static_pass.OnePass`), batch by batch, the
+        next batch tokenised while this one is pooled. Used only when a check at
+        load time found it equal to ``encode`` and ``count_tokens`` for this
+        model (plain embedding tables, no weights); else both run.
         """
-        encodings = self._untruncated.encode_batch_fast(list(texts), add_special_tokens=False)
-        ids = [encoding.ids for encoding in encodings]
-        counts = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
-        if not self._one_pass:
-            return self.encode(texts), counts
-        model = self.model
-        limit = model.max_length
-        truncated = np.zeros(len(texts), dtype=bool)
-        if limit is not None:
-            chars = limit * model.median_token_length
-            lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-            truncated = (lengths > chars) | (counts > limit)
-        out = _mean_token_rows(ids, counts, ~truncated, model.embedding, model.unk_token_id)
-        if truncated.any():
-            rows = np.flatnonzero(truncated)
-            out[rows] = self.encode([texts[i] for i in rows.tolist()])
-        return _unit_rows(out), counts
+        if self._one_pass is None:
+            return self.encode(texts), self.count_tokens(texts)
+        rows, counts = self._one_pass(list(texts), batch_size=self.batch_size)
+        return _unit_rows(rows), counts
 
-    def _one_pass_matches(self) -> bool:
+    def _checked_one_pass(self) -> OnePass | None:
         model = self.model
         if getattr(model, "token_mapping", None) is not None:
-            return False
+            return None
         if getattr(model, "weights", None) is not None:
-            return False
+            return None
         if not np.issubdtype(model.embedding.dtype, np.floating):
-            return False  # quantised tables are decoded by model2vec
-        probe = ["In the beginning God created the heaven.", "zxq qqq 12345 !!", "", "a b"]
-        self._one_pass = True
+            return None  # quantised tables are decoded by model2vec
         try:
-            fast, _ = self.encode_with_counts(probe)
-        except (AttributeError, TypeError, ValueError, IndexError):  # another model2vec layout
-            return False
+            one_pass = OnePass(model)
+        except (AttributeError, TypeError, ValueError):  # another model2vec layout
+            return None
+        probe = ["In the beginning God created the heaven.", "zxq qqq 12345 !!", "", "a b"]
+        if one_pass.max_chars is not None and one_pass.max_chars < 100_000:
+            # cut texts: one with spaces, one without (each cut where model2vec cuts it)
+            words = "And God said, Let there be light: and there was light. "
+            probe += [
+                words * (one_pass.max_chars // len(words) + 2),
+                "x" * (one_pass.max_chars + 9),
+            ]
+        try:
+            rows, counts = one_pass(probe, batch_size=self.batch_size)
+        except (AttributeError, TypeError, ValueError, IndexError):
+            return None
+        if counts.tolist() != self.count_tokens(probe).tolist():
+            return None
         # model2vec rounds its output to the table's dtype (float16 here): equal up to that
-        return bool(np.allclose(fast, self.encode(probe), rtol=0, atol=5e-4))
+        equal = np.allclose(_unit_rows(rows), self.encode(probe), rtol=0, atol=5e-4)
+        return one_pass if equal else None
 
     def describe(self) -> dict[str, Any]:
         from importlib import metadata

@@ -23,9 +23,9 @@ Memory holds one shard of texts (plus whatever the executor keeps in flight).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +40,7 @@ from clusterclip.embed.encoders import (
     ensure_static_model,
     fit_tfidf,
     get_encoder,
+    resolve_compute,
     sample_for_fit,
     spec_to_dict,
 )
@@ -48,13 +49,13 @@ from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.worker import EmbedWorker
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import ClusterClipError, hint, require_extra, spell
-from clusterclip.io import WorkDir, atomic_path, fingerprint_file, versions
+from clusterclip.io import WorkDir, atomic_path, corpus_key, fingerprint_file, versions
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
     describe_statuses,
     expand_inputs,
-    fingerprint_input,
+    hidden_files_skipped,
     is_hf_dataset,
     iter_records,
 )
@@ -123,19 +124,22 @@ class _Plan:
             return False
 
 
-def _input_config(inputs: Any) -> tuple[list[str], dict[str, Any]]:
-    if is_hf_dataset(inputs):
-        fingerprint = getattr(inputs, "_fingerprint", None) or repr(inputs)
-        return [DATASET_SOURCE], {DATASET_SOURCE: {"fingerprint": fingerprint}}
-    paths = expand_inputs(inputs)
-    return [str(path) for path in paths], {str(path): fingerprint_input(path) for path in paths}
-
-
 def _clear(work: WorkDir) -> None:
-    for artifact in ("embed_state", "embeddings"):
-        shutil.rmtree(work.path_of(artifact), ignore_errors=True)
+    """Delete this stage's files, and only them (a folder is removed once it is empty)."""
+    _remove_own(work.path_of("embed_state"), "index-*.parquet")
+    _remove_own(work.path_of("embeddings"), "part-*.npy")
     for artifact in ("documents", "rejects", "tfidf"):
         work.path_of(artifact).unlink(missing_ok=True)
+
+
+def _remove_own(folder: Path, pattern: str) -> None:
+    """Delete ``folder``'s files named ``pattern`` and their temp files, then ``folder`` if empty."""
+    if not folder.is_dir():
+        return
+    for path in [*folder.glob(pattern), *folder.glob(f".{pattern}.*.tmp")]:
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: it holds someone else's files
+        folder.rmdir()
 
 
 # --------------------------------------------------------------------------- the job
@@ -249,11 +253,57 @@ class EmbedStage:
         self.source = inputs
         self.engine = engine
         self.ray_options = resolve_options(engine, engine_options)  # checked before any work
-        self.sources, self._fingerprints = _input_config(inputs)
+        self.paths: list[Path] = [] if is_hf_dataset(inputs) else expand_inputs(inputs)
+        self.sources = [str(path) for path in self.paths] if self.paths else [DATASET_SOURCE]
+        self.hidden_skipped = [str(path) for path in hidden_files_skipped(inputs)]
+        #: How the runner names each input key in its reasons: the file given now.
+        self.input_labels = {corpus_key(i): name for i, name in enumerate(self.sources)}
 
     def inputs(self, work: WorkDir, options: EmbedOptions) -> dict[str, Any]:
-        """One content fingerprint per corpus file (or the dataset's fingerprint)."""
-        return dict(self._fingerprints)
+        """One content fingerprint per corpus file, keyed by position (or the dataset's).
+
+        Keys are positions, never paths: the same bytes moved, renamed or
+        copied are the same input. Fingerprints are cached in the work
+        directory by (path, size, mtime), so a rerun does not hash the corpus again.
+        """
+        if not self.paths:
+            fingerprint = getattr(self.source, "_fingerprint", None) or repr(self.source)
+            return {DATASET_SOURCE: {"fingerprint": fingerprint}}
+        found = work.input_fingerprints(self.paths, write=True)
+        return {corpus_key(i): fingerprint for i, fingerprint in enumerate(found)}
+
+    def resolved(self, config: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any]:
+        """``config`` with ``device`` and ``precision`` as resolved (see the runner's ``_settled``).
+
+        Only the sentence-transformers encoder uses them: for it they are what
+        the finished stage recorded (``entry``) or what this machine gives
+        ``auto``; the other encoders drop them.
+        """
+        config = dict(config)
+        if config.get("encoder") != "sentence-transformers":
+            config.pop("device", None)
+            config.pop("precision", None)
+        elif entry is not None:
+            described = entry.get("encoder") or {}
+            for name in ("device", "precision"):
+                config[name] = described.get(name, config.get(name))
+        else:
+            config["device"], config["precision"] = resolve_compute(
+                str(config.get("device")), str(config.get("precision"))
+            )
+        return config
+
+    def relocate(self, work: WorkDir, entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+        """Record where the (unchanged) corpus is now, when that is not where it was last seen."""
+        if not self.paths:
+            return None
+        located = _located(work, self.paths)
+        if entry.get("located") == located:
+            return None
+        moved = [str(p) for p in self.paths] != list(map(str, entry.get("sources", [])))
+        note = "the corpus has the same content at its new paths: nothing re-embedded"
+        note = note if moved else ""
+        return {**entry, "located": located}, note
 
     def load(self, work: WorkDir, entry: dict[str, Any]) -> EmbedResult:
         """The finished stage's result, without recomputing anything."""
@@ -276,11 +326,11 @@ def _run_embed(
         state_dir=str(workdir.resolve()), seed=options.seed,
     )  # fmt: skip
     plan = _Plan(work, options.shard_size)
-    if not resume:
+    if not resume or not _same_sources(plan, stage.sources):
         _clear(work)
-    for directory in (plan.state, plan.parts):  # temp files of a killed run
-        for stale in directory.glob(".*.tmp") if directory.is_dir() else ():
-            stale.unlink(missing_ok=True)
+    for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
+        for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
+            stale.unlink(missing_ok=True)  # temp files of a killed run
     local = _prepare_encoder(work, options, spec, stage)
     stream = iter_records(
         stage.source, text_field=options.text_field, id_field=options.id_field,
@@ -298,6 +348,7 @@ def _run_embed(
         rejects_path=work.path_of("rejects"),
     )  # fmt: skip
     parts = [plan.part(s) for s in range(n_shards)]
+    described = _inside_as_relative(local.describe(), workdir)  # no path to where it was made
     elapsed = time.perf_counter() - start_time
     summary = {
         "documents": n_documents,
@@ -313,9 +364,11 @@ def _run_embed(
             "rejects": work.path_of("rejects").stat().st_size,
         },
         "replaced_utf8_lines": stream.replaced_utf8_lines,
+        "replaced_utf8_first": stream.first_replaced_utf8,
+        "hidden_files_skipped": stage.hidden_skipped,
         "blank_lines": stream.blank_lines,
         "text_fields": dict(stream.text_fields),
-        "encoder": local.describe(),
+        "encoder": described,
     }
     outputs = {
         "documents": work.fingerprint("documents"),
@@ -323,20 +376,62 @@ def _run_embed(
     }
     record = {
         "sources": list(stage.sources),
+        "inputs_root": work.inputs_root(),  # where relative source names are rooted
+        "located": _located(work, stage.paths),
         "engine": stage.engine,
         "counts": summary["counts"],
         "dim": local.dim,
-        "encoder": local.describe(),
-        "spec": spec_to_dict(spec),
+        "encoder": described,
+        "spec": _inside_as_relative(spec_to_dict(spec), workdir),
         "versions": versions(
             "pyarrow", "torch", "sentence-transformers", "transformers", "model2vec",
             "scikit-learn", "tokenizers",
         ),
     }  # fmt: skip
-    shutil.rmtree(plan.state, ignore_errors=True)
+    _remove_own(plan.state, "index-*.parquet")
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise _no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
+
+
+def _located(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:
+    """Where each corpus file is now: its absolute path, and from the work directory (when
+    copied together). Never a path relative to a current directory, which another command
+    may not share (a same-named file there must not stand in for the corpus)."""
+    here = work.path.resolve()
+    return [
+        {"path": str(path.resolve()), "from_workdir": os.path.relpath(path.resolve(), here)}
+        for path in paths
+    ]
+
+
+def _inside_as_relative(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """``record`` with absolute paths inside the work directory written relative to it.
+
+    So that a copied work directory does not name where it was made.
+    """
+    root = str(workdir.resolve())
+    out = dict(record)
+    for name, value in record.items():
+        if isinstance(value, str) and (value == root or value.startswith(root + os.sep)):
+            out[name] = os.path.relpath(value, root)
+    return out
+
+
+def _same_sources(plan: _Plan, sources: list[str]) -> bool:
+    """Whether the finished shards of an interrupted run name the same source files.
+
+    A corpus moved between the interruption and the resume would otherwise
+    leave ``documents.parquet`` naming both places.
+    """
+    from clusterclip.embed.index import read_fragment
+
+    wanted = set(sources)
+    for fragment in sorted(plan.state.glob("index-*.parquet")) if plan.state.is_dir() else ():
+        names = read_fragment(fragment).column("source").unique().to_pylist()
+        if not set(names) <= wanted:
+            return False
+    return True
 
 
 def _no_usable_document(sources: list[str], stream: Any, rejects: Path | None = None) -> Exception:

@@ -336,6 +336,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--figures", help="also draw the figures of the grid into this folder")
     parser.add_argument("--json", help="also write every row (with p, q, verdict) to this file")
+    parser.add_argument(
+        "--keep",
+        action="append",
+        metavar="REGIME:POLICIES",
+        help="analyse only these policies of a regime, e.g. 1-epoch:random,uniform,clusterclip-r4 "
+        "(repeatable; regimes not named are kept whole)",
+    )
     args = parser.parse_args(argv)
     records = []
     for root in args.results:
@@ -343,6 +350,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             records += read_grid(root)
         except (FileNotFoundError, ValueError) as error:
             parser.error(str(error))
+    keep = {}
+    for item in args.keep or []:
+        regime, _, policies = item.partition(":")
+        if not policies:
+            parser.error(f"--keep {item}: expected REGIME:POLICY,POLICY,...")
+        keep[regime] = set(policies.split(","))
+    records = [r for r in records if r["policy"] in keep.get(r["regime"], {r["policy"]})]
     rows = analyse(records)
     print(answer_tables(records, rows), end="")
     if args.json:

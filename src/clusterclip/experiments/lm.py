@@ -540,8 +540,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kmeans-backend",
         default=d.kmeans_backend,
         help="k-means backend of the cluster stage and the independent clustering (auto: "
-        "the fastest measured on this machine, which may differ between machines; name "
-        "one to get the same clusters everywhere)",
+        "by the CPU's bf16 support and the installed libraries, which may differ between "
+        "machines; name one to get the same clusters everywhere)",
     )
     add("--n-clusters", type=int, default=d.n_clusters)
     add("--tail-docs", type=int, default=None, help="keep a long-tailed subset of N docs")

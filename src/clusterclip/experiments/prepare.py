@@ -311,13 +311,17 @@ def prepare(cfg: Any, *, log: Callable[[str], None] = print) -> Prepared:
     >>> prep.summary["train_documents"]  # doctest: +SKIP
     270
     """
+    work = WorkDir(cfg.workdir)
+    with work.lock(log=log):  # claimed before the corpus is written into it
+        return _prepare(work, cfg, log)
+
+
+def _prepare(work: WorkDir, cfg: Any, log: Callable[[str], None]) -> Prepared:
     from clusterclip.cluster import ClusterStage
     from clusterclip.config import ClusterOptions, EmbedOptions
     from clusterclip.embed import EmbedStage
     from clusterclip.experiments.corpora import load_corpus
 
-    work = WorkDir(cfg.workdir)
-    work.path.mkdir(parents=True, exist_ok=True)
     corpus = load_corpus(cfg.corpus, text_field=cfg.text_field, label_field=cfg.label_field)
     corpus = corpus.subset(cfg.max_docs, seed=cfg.data_seed)
     fingerprint = corpus.sha256()

@@ -28,14 +28,22 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it over ``path`` on success.
 
     Readers never see a half-written file: either the old file or the new one.
-    On an exception the temporary file is removed and ``path`` is untouched.
+    On an exception the temporary file is removed and ``path`` is untouched. A
+    file-system error about the temporary file names ``path`` instead: the
+    temporary name means nothing to the user and is gone.
 
     >>> with atomic_path("out.npy") as tmp:  # doctest: +SKIP
     ...     np.save(tmp, array)
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # A bounded prefix: a long file name must not make the temporary one too long.
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as error:
+        raise _naming(error, target) from None
     os.close(fd)
     tmp = Path(tmp_name)
     # mkstemp makes the file 0600; give it the mode a plain open() would, so
@@ -44,9 +52,20 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, target)
+    except OSError as error:
+        if error.filename is not None and Path(os.fsdecode(error.filename)) == tmp:
+            raise _naming(error, target) from error
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """The same file-system error about ``path`` (not about a temporary file)."""
+    if error.errno is None:
+        return error
+    return type(error)(error.errno, error.strerror, str(path))
 
 
 def _current_umask() -> int:

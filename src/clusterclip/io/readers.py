@@ -14,7 +14,10 @@ Conventions
 - Lines that hold only whitespace are not records: they are skipped and
   counted (:attr:`RecordStream.blank_lines`).
 - Bytes that are not valid UTF-8 are replaced by U+FFFD; the number of lines
-  where that happened is :attr:`RecordStream.replaced_utf8_lines`.
+  where that happened is :attr:`RecordStream.replaced_utf8_lines`, the first
+  of them :attr:`RecordStream.first_replaced_utf8` (``file:line``).
+- A glob skips hidden files (a name, or a folder on the way, starting with
+  ``.``), as the shell does; :func:`hidden_files_skipped` lists them.
 - A UTF-8 byte order mark at the start of a jsonl file (as written by some
   Windows editors and exporters) is dropped; a UTF-16 or UTF-32 file is an
   error that says how to convert it.
@@ -47,6 +50,7 @@ __all__ = [
     "RecordStream",
     "expand_inputs",
     "fingerprint_input",
+    "hidden_files_skipped",
     "is_hf_dataset",
     "iter_records",
 ]
@@ -182,6 +186,46 @@ def expand_inputs(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[st
     return found
 
 
+def hidden_files_skipped(
+    inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> list[Path]:
+    """The corpus files a glob of ``inputs`` left out because they are hidden.
+
+    A glob (``data/*.jsonl``, ``data/**/*.jsonl.gz``) skips names starting
+    with ``.`` and everything under such a folder, as the shell does;
+    :func:`expand_inputs` keeps that rule, and this says what it skipped.
+    (A directory argument reads its hidden corpus files; a file named on its
+    own is read whatever its name.)
+
+    >>> hidden_files_skipped(["data/*.jsonl"])  # doctest: +SKIP
+    [PosixPath('data/.draft.jsonl')]
+    """
+    if is_hf_dataset(inputs):
+        return []
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    skipped: list[Path] = []
+    for item in (os.fspath(item) for item in inputs):
+        path = Path(item)
+        if path.exists() or not glob.has_magic(item):
+            continue
+        kept = {Path(p) for p in glob.glob(item, recursive=True)}
+        for match in _glob_with_hidden(item):
+            if match not in kept and match.is_file() and _is_supported(match):
+                skipped.append(match)
+    return sorted(set(skipped))
+
+
+def _glob_with_hidden(pattern: str) -> list[Path]:
+    """Every match of ``pattern``, hidden names included (pathlib's glob does not skip them)."""
+    parts = Path(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    root = Path(*parts[:fixed]) if fixed else Path(".")
+    rest = Path(*parts[fixed:])
+    matches = root.glob(str(rest)) if parts[fixed:] else []
+    return [match if fixed else Path(os.path.relpath(match)) for match in matches]
+
+
 def is_hf_dataset(obj: Any) -> bool:
     """True for a Hugging Face ``datasets.Dataset`` / ``IterableDataset`` (no import)."""
     module = type(obj).__module__ or ""
@@ -221,6 +265,8 @@ class RecordStream(Iterator[Record]):
     ------------------------------------
     replaced_utf8_lines : int
         Lines (or text values) whose invalid UTF-8 bytes were replaced.
+    first_replaced_utf8 : str or None
+        ``source:line`` of the first of them.
     blank_lines : int
         Whitespace-only jsonl lines skipped (not records).
     text_fields : collections.Counter
@@ -248,6 +294,7 @@ class RecordStream(Iterator[Record]):
         self.id_field = id_field
         self.strict = strict
         self.replaced_utf8_lines = 0
+        self.first_replaced_utf8: str | None = None
         self.blank_lines = 0
         self.text_fields: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
@@ -297,7 +344,7 @@ class RecordStream(Iterator[Record]):
                         text = line_bytes.decode("utf-8")
                     except UnicodeDecodeError:
                         text = line_bytes.decode("utf-8", errors="replace")
-                        self.replaced_utf8_lines += 1
+                        self._replaced_utf8(source, line)
                     try:
                         yield source, line, json.loads(text), None
                     except json.JSONDecodeError as error:
@@ -359,7 +406,7 @@ class RecordStream(Iterator[Record]):
                 value = value.decode("utf-8")
             except UnicodeDecodeError:
                 value = value.decode("utf-8", errors="replace")
-                self.replaced_utf8_lines += 1
+                self._replaced_utf8(source, line)
         if not isinstance(value, str):
             kind = "null" if value is None else type(value).__name__
             return Record(
@@ -373,6 +420,11 @@ class RecordStream(Iterator[Record]):
             )  # fmt: skip
         self.text_fields[field] += 1
         return Record(self._index, source, line, raw, value, record_id, "ok", None)
+
+    def _replaced_utf8(self, source: str, line: int) -> None:
+        self.replaced_utf8_lines += 1
+        if self.first_replaced_utf8 is None:
+            self.first_replaced_utf8 = f"{source}:{line}"
 
     def _record_id(self, raw: dict) -> str | None:
         value = raw.get(self.id_field or DEFAULT_ID_FIELD)

@@ -17,7 +17,45 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError
 
-__all__ = ["ShardedMatrix", "release_pages"]
+__all__ = ["ShardedMatrix", "npy_problem", "release_pages"]
+
+#: What to do about a damaged part (the embed stage is the only writer of parts).
+REDO_EMBED = (
+    "Redo the embed stage: rerun `clusterclip run INPUT... --workdir W` (it redoes an embed "
+    "stage whose parts are damaged) or `clusterclip embed INPUT... --workdir W --overwrite`."
+)
+
+
+def npy_problem(path: str | os.PathLike[str]) -> str | None:
+    """What is wrong with an ``.npy`` file, from its header and size alone; None if nothing.
+
+    Cheap (one small read, no mapping), so freshness checks can afford it for
+    every part: a file cut short by a full disk or a killed copy, a file longer
+    than its header says, or one that is not an ``.npy`` array at all.
+
+    >>> npy_problem("embeddings/part-00000.npy")  # doctest: +SKIP
+    'is truncated: its header promises 20000 x 384 float16 (15,360,128 bytes), the file has 1,000'
+    """
+    fmt = np.lib.format
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            version = fmt.read_magic(handle)
+            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _fortran, dtype = read(handle)
+            offset = handle.tell()
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    except ValueError as error:
+        return f"is not a readable .npy array ({error})"
+    if dtype.hasobject:
+        return "holds Python objects, not numbers"
+    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size == expected:
+        return None
+    promised = f"{' x '.join(map(str, shape))} {dtype} ({expected:,} bytes)"
+    what = "is truncated" if size < expected else "is longer than its header says"
+    return f"{what}: its header promises {promised}, the file has {size:,} bytes"
 
 
 def release_pages(array: np.ndarray) -> None:
@@ -55,6 +93,10 @@ class ShardedMatrix:
         if not paths:
             raise ClusterClipError("no embedding shards found. Run `clusterclip embed` first.")
         self.paths = [Path(p) for p in paths]
+        for path in self.paths:
+            problem = npy_problem(path)
+            if problem:
+                raise ClusterClipError(f"{path} {problem}. {REDO_EMBED}")
         self._parts = [np.load(p, mmap_mode="r") for p in self.paths]
         dims = {part.shape[1:] for part in self._parts}
         dtypes = {part.dtype for part in self._parts}

@@ -8,9 +8,11 @@ Every stage writes into one work directory and records an entry in ``manifest.js
                 "cluster": {...}, "schedule": {...}, "report": {...}}}
 
 A stage records the fingerprints of what it consumed (``inputs``) and of what it
-produced (``outputs``). :class:`WorkDir` is the only code that knows the files'
-names; every reader goes through its accessors, which check index order and
-freshness once, in one place:
+produced (``outputs``). The directory is clusterclip's alone
+(:meth:`WorkDir.claim`: the marker ``.clusterclip-workdir``) and has one writer
+at a time (:meth:`WorkDir.lock`). :class:`WorkDir` is the only code that knows
+the files' names; every reader goes through its accessors, which check index
+order and freshness once, in one place:
 
 ==================  ===============================  ==========================================
 accessor            file                             checked
@@ -43,15 +45,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.errors import ClusterClipError, require_extra, spell
 from clusterclip.io.files import atomic_path, atomic_write_json, fingerprint_file
+from clusterclip.io.ownership import hold_lock, written_by_clusterclip
 
 __all__ = [
     "ARTIFACTS",
@@ -59,6 +63,7 @@ __all__ = [
     "ScheduleFile",
     "WorkDir",
     "check_upstream",
+    "corpus_key",
     "read_manifest",
     "read_stage",
     "require_stage",
@@ -84,6 +89,9 @@ ARTIFACTS: dict[str, str] = {
     "records": "records",
     "experiment": "lm",
     "experiment_corpus": "corpus.jsonl",
+    "marker": ".clusterclip-workdir",
+    "lock": ".clusterclip-lock",
+    "input_fingerprints": ".input-fingerprints.json",
 }
 MANIFEST_NAME = ARTIFACTS["manifest"]
 
@@ -97,13 +105,19 @@ STAGE_COMMANDS = {
 }
 
 _RECORDS_BIN, _OFFSETS, _RECORDS_META = "records.bin", "offsets.npy", "records.json"
+#: Layout of the record store; a store of another format is rebuilt (2: usable records
+#: mended into clean JSON lines, see clusterclip.io.jsonlines).
+_RECORDS_FORMAT = 2
 
 
 # --------------------------------------------------------------------------- manifest
 
 
 def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of ``workdir`` (an empty one if the directory has none yet)."""
+    """The manifest of ``workdir`` (an empty one if the directory has none yet).
+
+    A ``manifest.json`` that clusterclip did not write is refused, never merged into.
+    """
     path = Path(workdir) / MANIFEST_NAME
     if not path.exists():
         return {"stages": {}}
@@ -113,8 +127,39 @@ def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
         raise ClusterClipError(
             f"{path}: manifest is not valid JSON ({error}). Delete it and rerun the stages."
         ) from error
-    manifest.setdefault("stages", {})
+    if not written_by_clusterclip(manifest):
+        raise ClusterClipError(
+            f"{path} was not written by clusterclip (no `clusterclip_version` and `stages`), so "
+            f"{path.parent} is not a clusterclip work directory. Pass an empty or new "
+            f"{spell('workdir')}."
+        )
+    _upgrade_embed_inputs(manifest["stages"].get("embed"))
     return manifest
+
+
+def corpus_key(position: int) -> str:
+    """The embed stage's input key of the corpus file at ``position`` (0-based).
+
+    Inputs are keyed by position, not path, so that the same bytes under
+    another name or folder are the same input.
+
+    >>> corpus_key(0)
+    'corpus file 1'
+    """
+    return f"corpus file {position + 1}"
+
+
+def _upgrade_embed_inputs(entry: dict[str, Any] | None) -> None:
+    """Key an embed entry of an earlier version (inputs by path) by position, in place."""
+    if not isinstance(entry, dict):
+        return
+    names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
+    inputs = entry.get("inputs")
+    if not names or not isinstance(inputs, dict) or set(inputs) != set(map(str, names)):
+        return
+    if any(str(name).startswith("<") for name in names):
+        return  # an in-memory dataset: keyed by its fingerprint already
+    entry["inputs"] = {corpus_key(i): inputs[str(name)] for i, name in enumerate(names)}
 
 
 def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | None:
@@ -128,7 +173,8 @@ def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | 
 def write_stage(workdir: str | os.PathLike[str], stage: str, entry: Mapping[str, Any]) -> None:
     """Record (replace) one stage's entry in the manifest, atomically.
 
-    Stages run one at a time per work directory, so read-modify-write is safe.
+    Stages run one at a time per work directory (:meth:`WorkDir.lock`), so
+    read-modify-write is safe.
     """
     from clusterclip import __version__
 
@@ -237,6 +283,24 @@ class WorkDir:
         """Whether the artifact's file or folder is present."""
         return self.path_of(artifact).exists()
 
+    def damaged(self, artifact: str) -> str | None:
+        """What is wrong with a present artifact, checked cheaply (headers and sizes); or None.
+
+        The runner asks this before calling a stage up to date, so a part cut
+        short after the stage ran is redone instead of failing every later
+        reader. Checks the embedding parts (every ``.npy`` header against its
+        file size); other artifacts are taken as written.
+        """
+        if artifact != "embeddings" or not self.exists(artifact):
+            return None
+        from clusterclip.io.shards import npy_problem
+
+        for part in sorted(self.path_of(artifact).glob("part-*.npy")):
+            problem = npy_problem(part)
+            if problem:
+                return f"{part} {problem}"
+        return None
+
     def manifest(self) -> dict[str, Any]:
         """The whole manifest (``{"stages": {}}`` when there is none yet)."""
         return read_manifest(self.path)
@@ -252,6 +316,44 @@ class WorkDir:
     def record(self, stage: str, entry: Mapping[str, Any]) -> None:
         """Write the manifest entry of ``stage`` (atomically)."""
         write_stage(self.path, stage, entry)
+
+    def claim(self) -> bool:
+        """Make the directory a clusterclip work directory, or refuse; True if marked now.
+
+        A new or empty directory gets the marker file ``.clusterclip-workdir``;
+        one made by an earlier clusterclip (its ``manifest.json``) is adopted;
+        any other directory that holds something is refused, naming what it
+        holds, and so is a ``manifest.json`` clusterclip did not write.
+        """
+        from clusterclip.io.ownership import claim
+
+        return claim(self.path, marker=self.path_of("marker"), manifest=self.path_of("manifest"))
+
+    def lock(self, *, log: Callable[[str], None] | None = None) -> AbstractContextManager[None]:
+        """Claim the directory (:meth:`claim`) and hold its one-writer lock inside a ``with``.
+
+        A second writer is refused with the holder's pid, host, command and
+        start time; a lock whose process is gone (same host) is taken over and
+        ``log`` says so. Re-entrant in one process. Readers need no lock.
+
+        >>> with WorkDir("work").lock():  # doctest: +SKIP
+        ...     run_stage(stage, work, options)
+        """
+        return hold_lock(
+            self.path, lock=self.path_of("lock"), marker=self.path_of("marker"),
+            manifest=self.path_of("manifest"), log=log,
+        )  # fmt: skip
+
+    def input_fingerprints(
+        self, paths: list[Path] | list[str], *, write: bool = False
+    ) -> list[dict[str, Any]]:
+        """Content fingerprint of each corpus file, cached by (path, size, mtime) in the directory.
+
+        ``write=True`` (a writer holding :meth:`lock`) stores new fingerprints.
+        """
+        from clusterclip.io.input_cache import cached_fingerprints
+
+        return cached_fingerprints(paths, cache=self.path_of("input_fingerprints"), write=write)
 
     def output(self, key: str) -> str | None:
         """Current fingerprint of an output, ``"stage.output"`` (None if not recorded)."""
@@ -331,6 +433,13 @@ class WorkDir:
         from clusterclip.io.shards import ShardedMatrix
 
         entry = self.require("embed")
+        problem = self.damaged("embeddings")
+        if problem:
+            raise ClusterClipError(
+                f"{problem}. Redo the embed stage: rerun `clusterclip run INPUT... --workdir "
+                f"{self.path}` (it redoes an embed stage whose parts are damaged) or "
+                f"`clusterclip embed INPUT... --workdir {self.path} --overwrite`."
+            )
         matrix = ShardedMatrix.from_directory(self.path_of("embeddings"))
         expected = sum(entry.get("counts", {}).values())
         if expected and len(matrix) != expected:
@@ -534,8 +643,6 @@ class WorkDir:
 
     def _checked_corpus(self) -> dict[str, Path]:
         """Recorded source name -> the file found for it, after the fingerprint check."""
-        from clusterclip.io.readers import fingerprint_input
-
         entry = self.require("embed")
         names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
         if not names or any(str(name).startswith("<") for name in names):
@@ -545,24 +652,61 @@ class WorkDir:
                 "instead, or save the dataset to jsonl or parquet and embed that."
             )
         recorded = entry.get("inputs", {})
+        located = entry.get("located") or []
         found = {}
-        for name in names:
-            path = self._locate(str(name))
-            now = None if path is None else fingerprint_input(path)
-            was = recorded.get(name)
-            if now is None or (was is not None and was != now):
-                raise self._corpus_error(str(name), was, now)
+        for position, name in enumerate(names):
+            was = recorded.get(corpus_key(position))
+            where = located[position] if position < len(located) else {}
+            candidates = self._source_candidates(str(name), entry.get("inputs_root"), where)
+            # The first file found decides: a changed one is refused, never passed over for
+            # another copy. The places are fixed by the work directory (never by the current
+            # directory), so a same-named file elsewhere cannot shadow the corpus.
+            path = next((p for p in candidates if p.is_file()), None)
+            now = None if path is None else self.input_fingerprints([path])[0]
+            if path is None or (was is not None and now != was):
+                raise self._corpus_error(str(name), was, now, [path] if path else candidates)
             found[str(name)] = path
         return found
 
-    def _locate(self, name: str) -> Path | None:
-        path = Path(name)
-        for candidate in (path, self.path / path, self.path.parent / path):
-            if candidate.is_file():
-                return candidate
-        return None
+    def inputs_root(self) -> str:
+        """The current directory, relative to this work directory (recorded by the embed stage).
 
-    def _corpus_error(self, name: str, was: Any, now: Any) -> ClusterClipError:
+        Relative corpus names are rooted there, so a later command finds the very
+        file that was embedded, whatever its own current directory (and a work
+        directory moved together with its corpus still finds it).
+
+        >>> WorkDir("work").inputs_root()  # doctest: +SKIP
+        '..'
+        """
+        return os.path.relpath(Path.cwd(), self.path.absolute())
+
+    def _source_candidates(
+        self, name: str, root: str | None, where: Mapping[str, str]
+    ) -> list[Path]:
+        """Absolute paths where the recorded source ``name`` may be, in order.
+
+        Where it was embedded from (``root``: the embed stage's current directory; older
+        entries: from here, the work directory and its parent), then where the last rerun
+        found it after a move (``where``, the embed entry's ``located``: as given then, and
+        from the work directory, which holds when both were copied together).
+        """
+        path = Path(name)
+        work = self.path.absolute()
+        if path.is_absolute():
+            paths = [path]
+        elif root is not None:
+            paths = [work / root / path]
+        else:
+            paths = [Path.cwd() / path, work / path, work.parent / path]
+        if where.get("path") and Path(where["path"]).is_absolute():  # older entries: as given
+            paths.append(Path(where["path"]))
+        if where.get("from_workdir"):
+            paths.append(work / where["from_workdir"])
+        return list(dict.fromkeys(Path(os.path.normpath(p)) for p in paths))
+
+    def _corpus_error(self, name: str, was: Any, now: Any, paths: list[Path]) -> ClusterClipError:
+        """The error for a source not found as embedded; ``paths``: the absolute paths checked."""
+        where = f"{'looked for' if now is None else 'checked'} {' and '.join(map(str, paths))}"
         if now is None:
             what = "is missing"
         elif was and was.get("size") != now.get("size"):
@@ -570,9 +714,11 @@ class WorkDir:
         else:
             what = "changed content (same size)"
         return ClusterClipError(
-            f"corpus file {name} {what} since it was embedded into {self.path}, so its records "
-            "no longer match the work directory. Restore the file as it was, or re-embed it: "
-            f"`clusterclip run INPUT... --workdir {self.path}` redoes every stage that depends on it."
+            f"corpus file {name} {what} since it was embedded into {self.path} ({where}), so its "
+            "records no longer match the work directory. Restore the file as it was, or re-embed "
+            f"it: `clusterclip run INPUT... --workdir {self.path}` redoes every stage that "
+            "depends on it (a corpus that only moved, with the same bytes, is found there and "
+            "not re-embedded)."
         )
 
     def corpus(self) -> Iterator[Any]:
@@ -618,7 +764,11 @@ class WorkDir:
         -------
         (records, offsets) : (uint8 memmap, int64 ``(N, 2)``)
             Document ``i`` is ``records[offsets[i, 0]:offsets[i, 1]]``: the exact
-            input line for jsonl sources, the row as JSON for parquet.
+            input line for jsonl sources, the row as JSON for parquet; a usable
+            record that strict JSON readers would refuse (a byte order mark,
+            invalid UTF-8, a carriage return, ``NaN``) is mended
+            (:func:`clusterclip.io.jsonlines.clean_line`), and
+            :meth:`mended_records` says which.
         """
         from clusterclip.io.corpus_store import build_store
 
@@ -628,16 +778,35 @@ class WorkDir:
         meta_path = store / _RECORDS_META
         if meta_path.exists() and (store / _OFFSETS).exists():
             meta = json.loads(meta_path.read_text("utf-8"))
-            if meta.get("documents") == documents:
+            if meta.get("documents") == documents and meta.get("format") == _RECORDS_FORMAT:
                 return _open_store(store)
-        table = self.documents(["source", "line"])
+        table = self.documents(["source", "line", "status"])
         store.mkdir(parents=True, exist_ok=True)
         with atomic_path(store / _RECORDS_BIN) as tmp:
-            offsets = build_store(table, files, tmp)
+            offsets, mended = build_store(table, files, tmp)
         with atomic_path(store / _OFFSETS) as tmp, open(tmp, "wb") as handle:
             np.save(handle, offsets)
-        atomic_write_json(meta_path, {"documents": documents, "n_documents": len(offsets)})
+        atomic_write_json(
+            meta_path,
+            {
+                "documents": documents,
+                "n_documents": len(offsets),
+                "format": _RECORDS_FORMAT,
+                "mended": mended,
+            },
+        )
         return _open_store(store)
+
+    def mended_records(self) -> dict[str, dict[str, Any]]:
+        """What the record store mended: ``{reason: {"count", "first"}}`` (empty: nothing).
+
+        Reasons are the keys of :data:`clusterclip.io.jsonlines.MENDED`;
+        ``first`` is the first such record as ``source:line``. Builds the store
+        if needed.
+        """
+        self.record_store()
+        meta = json.loads((self.path_of("records") / _RECORDS_META).read_text("utf-8"))
+        return dict(meta.get("mended", {}))
 
 
 def _open_store(store: Path) -> tuple[np.ndarray, np.ndarray]:

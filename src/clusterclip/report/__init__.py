@@ -87,6 +87,8 @@ def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) ->
     }
     target = WorkDir(out)  # the work directory itself, or a folder laid out like one
     atomic_write_json(target.path_of("report_json"), data)
-    page = render_html(data, figures, captions, alts)
+    # Relative to the page, never absolute: a copied work directory's report names where it is.
+    where = os.path.relpath(work.path.resolve(), out.resolve())
+    page = render_html(data, figures, captions, alts, workdir=where)
     atomic_write_bytes(target.path_of("report_html"), page.encode("utf-8"))
     return target.path_of("report_html")

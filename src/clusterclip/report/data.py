@@ -31,6 +31,8 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
+from clusterclip.report.duplicates import duplicate_groups
+from clusterclip.report.notices import collect_notices, keywords_notice, warning_lines
 
 __all__ = ["compute_report_data"]
 
@@ -137,7 +139,9 @@ def compute_report_data(
     repeats = _count_repeats(inputs, draws.seen_per_doc)
     docs = _documents_info(work, inputs.n)
     tokens_drawn = _tokens_drawn(docs["n_tokens"], draws.seen_per_doc)
-    inspected = _inspect(work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples)
+    inspected, keywords_missing = _inspect(
+        work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples
+    )
     shares = _shares(inputs, rarest, draws.per_cluster)
     by_size = np.argsort(-inputs.sizes, kind="stable")
     clip_events = _clip_events(clip_positions)
@@ -147,6 +151,8 @@ def compute_report_data(
     summary["dissolved_documents"] = int(sum(d["size"] for d in small["dissolved"]))
     summary["min_cluster_size"] = small["min_cluster_size"]
     cluster_summary = (work.entry("cluster") or {}).get("summary", {})
+    notices = collect_notices(work, inputs.meta)
+    notices["keywords_dropped"] = keywords_notice(keywords_missing)
     return {
         "stability": cluster_summary.get("stability"),
         "machine": {
@@ -154,7 +160,6 @@ def compute_report_data(
             "threads": cluster_summary.get("threads"),
             "precision": ((work.entry("embed") or {}).get("encoder") or {}).get("precision"),
         },
-        "workdir": str(work.path),
         "schedule": {
             "config": inputs.config,
             "version": inputs.meta.get("version"),
@@ -179,6 +184,11 @@ def compute_report_data(
             inputs, draws, shares, repeats, clip_positions, inspected, by_size
         ),
         "keywords_available": bool(inspected),
+        "duplicates": duplicate_groups(
+            work, labels=inputs.labels, seen_per_doc=draws.seen_per_doc, config=inputs.config
+        ),
+        "notices": notices,
+        "warnings": warning_lines(notices),
     }
 
 
@@ -597,8 +607,12 @@ def keyword_plan(sizes: np.ndarray) -> tuple[list[int], int]:
 
 def _inspect(
     work: WorkDir, sizes: np.ndarray, *, n_keywords: int, n_examples: int
-) -> dict[int, dict[str, Any]]:
-    """Keywords and examples of the largest clusters, or {} when the corpus cannot be re-read."""
+) -> tuple[dict[int, dict[str, Any]], str | None]:
+    """Keywords and examples of the largest clusters, and why there are none (None: there are).
+
+    A corpus that cannot be re-read (moved, changed, an in-memory dataset) gives
+    ``({}, reason)``: the report still has every number, minus words, and says why.
+    """
     from clusterclip.describe import inspect_clusters
 
     clusters, per_cluster = keyword_plan(sizes)
@@ -610,7 +624,6 @@ def _inspect(
             n_examples=n_examples,
             max_documents=per_cluster,
         )
-    except (ClusterClipError, OSError):
-        # Sources moved or unreadable: the report still has every number, minus words.
-        return {}
-    return {int(entry["cluster"]): entry for entry in found}
+    except (ClusterClipError, OSError) as error:
+        return {}, str(error)
+    return {int(entry["cluster"]): entry for entry in found}, None

@@ -210,6 +210,78 @@ def _small_clusters_section(data: dict[str, Any]) -> str:
     return f"{intro}<table class=small>{head}{''.join(rows)}</table>"
 
 
+def _notices_section(data: dict[str, Any]) -> str:
+    """What was replaced, skipped, excluded or fallen back to: every count, then the warnings."""
+    notices = data.get("notices") or {}
+    utf8 = notices.get("invalid_utf8") or {}
+    hidden = notices.get("hidden_files_skipped") or {}
+    fallback = notices.get("random_fallback") or {}
+    labels = notices.get("labels_out_of_range") or {}
+    keywords = notices.get("keywords_dropped") or {}
+    rows = [
+        (
+            "lines with invalid UTF-8 (replaced by U+FFFD)",
+            _fmt(utf8.get("lines", 0))
+            + (f", first at {utf8['first']}" if utf8.get("first") else ""),
+        ),
+        (
+            "hidden files a glob skipped",
+            _fmt(hidden.get("count", 0))
+            + (f": {', '.join(hidden['names'])}" if hidden.get("names") else ""),
+        ),
+        (
+            "random draws past max_repeats (on_exhausted: random)",
+            _fmt(fallback.get("draws", 0))
+            + (
+                f" from draw {fallback['from_draw']:,}; most repeats of one document "
+                f"{fallback.get('most_repeats', 0):,}"
+                if fallback.get("draws")
+                else ""
+            ),
+        ),
+        ("labels >= 2**63 excluded (out of the int64 range)", _fmt(labels.get("count", 0))),
+        ("keywords dropped", f"yes: {keywords['reason']}" if keywords.get("dropped") else "no"),
+    ]
+    table = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows)
+    warnings = data.get("warnings") or []
+    listed = (
+        "<ul class=warnings>" + "".join(f"<li>{_esc(w)}</li>" for w in warnings) + "</ul>"
+        if warnings
+        else "<p class=muted>Nothing was replaced, skipped or excluded.</p>"
+    )
+    return f"{listed}<table class=summary>{table}</table>"
+
+
+def _duplicates_section(data: dict[str, Any]) -> str:
+    """The near-duplicate groups: count, largest, the documents they withhold."""
+    from clusterclip.report.duplicates import duplicates_line
+
+    found = data.get("duplicates") or {}
+    line = duplicates_line(found)
+    if found.get("grouping") != "group" or not found.get("groups"):
+        return f"<p class=muted>{_esc(line[:1].upper() + line[1:])}.</p>"
+    rows = [
+        ("groups of two or more documents", _fmt(found["groups"])),
+        ("documents in them", _fmt(found["documents_in_groups"])),
+        (
+            "largest group",
+            f"{found['largest_group']:,} documents (representative #{found['largest_representative']})",
+        ),
+        ("documents withheld (never drawn while a near-copy was)", _fmt(found["withheld"])),
+        (
+            "their share of the documents never seen",
+            f"{found['share_of_never_seen']:.1%} of {found['never_seen']:,}",
+        ),
+    ]
+    table = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows)
+    return (
+        "<p>Each group of near-copies is one unit of the schedule: its members take turns, "
+        "so a member is not drawn while a near-copy of it is. Those withheld documents are "
+        "part of the documents never seen.</p>"
+        f"<table class=summary>{table}</table>"
+    )
+
+
 def _median(values: list[int]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -223,6 +295,8 @@ def render_html(
     figures: dict[str, Path],
     captions: dict[str, str],
     alts: dict[str, str] | None = None,
+    *,
+    workdir: str = ".",
 ) -> str:
     """The report page as one HTML string with the PNGs embedded.
 
@@ -236,6 +310,9 @@ def render_html(
         PNG file name -> caption.
     alts : dict, optional
         PNG file name -> alt text (what the figure shows); the caption when missing.
+    workdir : str
+        The work directory relative to the page's folder (``"."``: the page is
+        in it). Never absolute, so a copied work directory's page names where it is.
 
     >>> page = render_html(data, figures, captions)  # doctest: +SKIP
     >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
@@ -264,14 +341,18 @@ def render_html(
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>ClusterClip report: {_esc(data["workdir"])}</title>
+<title>ClusterClip report{_esc(_title_place(workdir))}</title>
 <style>{_STYLE}</style><script>{_SCRIPT}</script></head>
 <body>
 <h1>ClusterClip schedule report</h1>
-<p class=muted>Work directory <code>{_esc(data["workdir"])}</code> &middot; clusterclip
+<p class=muted>{_place(workdir)} &middot; clusterclip
 {_esc(__version__)} &middot; every number on this page is in <code>report.json</code>.</p>
 <h2>Summary</h2>
 <table class=summary>{summary}</table>
+<h2>Replaced, skipped or excluded</h2>
+{_notices_section(data)}
+<h2>Near-duplicate groups</h2>
+{_duplicates_section(data)}
 <h2>Stability</h2>
 {_stability_section(data)}
 <h2>Small clusters</h2>
@@ -286,3 +367,14 @@ completed the cluster's last allowed pass.</p>
 {_cluster_table(data)}
 </body></html>
 """
+
+
+def _place(workdir: str) -> str:
+    """Where the work directory is, relative to this page (so that a copy stays right)."""
+    if workdir == ".":
+        return "Work directory: the folder holding this page"
+    return f"Work directory <code>{_esc(workdir)}</code> (from this page's folder)"
+
+
+def _title_place(workdir: str) -> str:
+    return "" if workdir == "." else f": {workdir}"

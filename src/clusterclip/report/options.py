@@ -23,6 +23,8 @@ class ReportOptions:
         "--no-report skips that stage.",
         kind="bool",
         flag="--no-report",
+        flag_help="Do not write the report: skips the report stage (report.html, report.json, "
+        "PNGs) at the end of a run.",
     )
     n_slices: int = option(
         50, "Slices of training in the sampling-dynamics figure.", kind="int", minimum=1

@@ -15,6 +15,10 @@ print this advice; nothing is changed for the user.
 >>> clip_advice("clusterclip", 4, passes=1.0) is None
 True
 
+The passes are those of the budget the user asked for (:func:`budget_passes`),
+not of the draws made: a schedule cut short by the clip (``on_exhausted="stop"``)
+made at most ``R`` passes whatever the budget.
+
 The draw rule: the rule of new schedules (version 4) builds in about the time
 of a numpy permutation at any number of clusters, while the older rules a
 schedule can still ask for (``--schedule-version 1``, ``2`` or ``3``, to
@@ -29,7 +33,7 @@ import math
 
 from clusterclip.schedule.config import SCHEDULE_VERSION
 
-__all__ = ["MANY_CLUSTERS", "clip_advice", "rule_advice"]
+__all__ = ["MANY_CLUSTERS", "budget_passes", "clip_advice", "rule_advice"]
 
 #: The grid measured one and four passes; the advice is for budgets of several passes.
 _MIN_PASSES = 3.0
@@ -39,6 +43,42 @@ _MIN_PASSES = 3.0
 #: versions 1 and 2 take 2x a permutation at 10^4 clusters, 4 to 19x at 10^5;
 #: version 3's planned order is far slower still from 10^5 on.
 MANY_CLUSTERS = 100_000
+
+
+def budget_passes(
+    n_usable: int,
+    *,
+    num_samples: int | None,
+    num_tokens: int | None = None,
+    n_draws: int = 0,
+    n_tokens: int | None = None,
+) -> float:
+    """Passes over the usable documents that the budget asks for (not the draws made).
+
+    Parameters
+    ----------
+    n_usable : int
+        Usable documents (labels >= 0).
+    num_samples, num_tokens : int or None
+        The budget, as built (``epochs`` already turned into ``num_samples``).
+    n_draws, n_tokens : int
+        Draws made and their tokens: with a token budget the tokens per draw of
+        the schedule turn the budget into draws.
+
+    Examples
+    --------
+    >>> budget_passes(100, num_samples=1_000, n_draws=400)  # cut short at 4 passes
+    10.0
+    >>> budget_passes(100, num_samples=None, num_tokens=6_000, n_draws=300, n_tokens=3_000)
+    6.0
+    """
+    if n_usable <= 0:
+        return math.nan
+    if num_samples is not None:
+        return num_samples / n_usable
+    if num_tokens is not None and n_tokens:
+        return num_tokens / (n_tokens / n_draws) / n_usable
+    return n_draws / n_usable
 
 
 def clip_advice(policy: str, max_repeats: int | None, *, passes: float) -> str | None:
@@ -52,7 +92,7 @@ def clip_advice(policy: str, max_repeats: int | None, *, passes: float) -> str |
     max_repeats : int or None
         The cap ``R`` (``None``: no cap, no advice).
     passes : float
-        Draws of the schedule divided by the usable documents.
+        The budget in passes over the usable documents (:func:`budget_passes`).
 
     Returns
     -------
@@ -66,7 +106,7 @@ def clip_advice(policy: str, max_repeats: int | None, *, passes: float) -> str |
         return None
     suggested = math.ceil(2 * passes)
     return (
-        f"the budget is {passes:.1f} passes over the usable documents and "
+        f"the budget is {passes:,.1f} passes over the usable documents and "
         f"max_repeats={max_repeats}: with R below ~2x the passes, training did worse than "
         'with R = 2x in the grid of docs/results.md ("Which to pick"); consider '
         f"--max-repeats {suggested}"

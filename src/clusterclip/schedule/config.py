@@ -26,6 +26,7 @@ __all__ = [
     "ScheduleConfig",
     "check_schedule_version",
     "labels_fingerprint",
+    "labels_out_of_range",
     "schedule_version_for",
     "validate_labels",
     "validate_lengths",
@@ -117,6 +118,9 @@ class ScheduleConfig:
     ``duplicate_of`` array; ``"off"`` (the default) is left out of
     :meth:`to_dict`, so such a config, its fingerprint and saved schedules are
     exactly those of the versions before grouping existed.
+    ``labels_out_of_range`` counts the unsigned labels an int64 cluster id
+    cannot hold (>= 2**63), excluded like negative ones; 0 (the usual case) is
+    left out of :meth:`to_dict`.
     ``levels_fingerprint`` is the fingerprint of the cluster tree of
     ``policy="hierarchical"`` (:meth:`~clusterclip.schedule.hierarchy.Hierarchy.fingerprint`),
     None (and left out of :meth:`to_dict`) for a flat run, so that a
@@ -139,6 +143,7 @@ class ScheduleConfig:
     duplicates: str = "off"
     duplicates_fingerprint: str | None = None
     levels_fingerprint: str | None = None
+    labels_out_of_range: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (tuples become lists; the duplicates and levels fields only when used)."""
@@ -149,6 +154,8 @@ class ScheduleConfig:
             del out["duplicates"], out["duplicates_fingerprint"]
         if self.levels_fingerprint is None:
             del out["levels_fingerprint"]
+        if not self.labels_out_of_range:
+            del out["labels_out_of_range"]
         return out
 
     @classmethod
@@ -195,15 +202,46 @@ def labels_fingerprint(labels: np.ndarray) -> str:
     return fingerprint_array(np.asarray(labels, dtype=np.int64))
 
 
+def labels_out_of_range(labels: Any) -> int:
+    """Unsigned labels too large for an int64 cluster id (>= 2**63); they are excluded.
+
+    >>> labels_out_of_range(np.array([0, 2**63, 2**64 - 1], dtype=np.uint64))
+    2
+    >>> labels_out_of_range([0, -1, 5])
+    0
+    """
+    array = np.asarray(labels)
+    if array.dtype.kind != "u" or array.dtype.itemsize < 8:
+        return 0
+    return int(np.count_nonzero(array > np.iinfo(np.int64).max))
+
+
+def out_of_range_message(count: int, n_labels: int) -> str:
+    """The warning for labels beyond int64: how many, what happens to them, the fix.
+
+    >>> out_of_range_message(2, 10)[:58]
+    '2 of 10 labels are >= 2**63 (unsigned) and cannot be clust'
+    """
+    return (
+        f"{count:,} of {n_labels:,} labels are >= 2**63 (unsigned) and cannot be cluster ids: "
+        "those documents are excluded, like negative labels. Renumber the clusters to keep "
+        "them, e.g. labels = numpy.unique(labels, return_inverse=True)[1]."
+    )
+
+
 def validate_labels(labels: Any) -> np.ndarray:
     """Return ``labels`` as a 1-D int64 array or raise the standard error."""
     array = np.asarray(labels)
     if array.ndim != 1 or array.dtype.kind not in "iu":
+        numeric = array.dtype.kind in "bfc"
         raise invalid(
             "labels",
             "a 1-D integer array (one cluster id per document, negative = excluded)",
             f"array of shape {array.shape} and dtype {array.dtype}",
-            "Pass e.g. np.asarray(labels, dtype=np.int64).",
+            "Pass e.g. np.asarray(labels, dtype=np.int64)."
+            if numeric or array.ndim != 1
+            else "Number the clusters first, e.g. np.unique(labels, return_inverse=True)[1] "
+            "gives each distinct name an int id.",
         )
     if array.size == 0:
         raise invalid("labels", "non-empty", "an empty array", "Pass one label per document.")

@@ -337,7 +337,8 @@ class PassTable:
     def _room(self, n: int) -> int:
         """Where ``n`` new cache entries go; when full, keep each group's cached pass only."""
         if self._used + n > self._cache.size:
-            cached = np.flatnonzero(self._records[:, 3] >= 0)
+            # column 3 of a small group is its table's start, not a cached pass
+            cached = np.flatnonzero((self._records[:, 3] >= 0) & (self.sizes > SMALL_PASS))
             sizes = self.sizes[cached]
             source = np.repeat(self._records[cached, 4] - (np.cumsum(sizes) - sizes), sizes)
             source += np.arange(int(sizes.sum()), dtype=np.int64)

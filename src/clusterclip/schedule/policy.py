@@ -23,6 +23,7 @@ The policies themselves are small objects in the :data:`POLICIES` registry
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -37,6 +38,8 @@ from clusterclip.schedule.config import (
     ScheduleConfig,
     check_schedule_version,
     labels_fingerprint,
+    labels_out_of_range,
+    out_of_range_message,
     validate_labels,
     validate_lengths,
 )
@@ -46,7 +49,7 @@ from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.policies import POLICIES, Policy, TemperaturePolicy
 from clusterclip.schedule.prepare import Prepared
 from clusterclip.schedule.rules import draw_rule
-from clusterclip.schedule.stream import ScheduleStream, rechunk
+from clusterclip.schedule.stream import ScheduleStream, outside_package, rechunk
 from clusterclip.schedule.units import Units, validate_duplicate_of
 
 __all__ = [
@@ -330,6 +333,7 @@ class SchedulePolicy:
         self, labels: Any, lengths: Any, duplicate_of: Any = None, levels: Any = None
     ) -> tuple[np.ndarray, np.ndarray | None, ScheduleConfig, Units | None, Hierarchy | None]:
         """Validated labels and lengths, the config they give, the units and the cluster tree."""
+        out_of_range = labels_out_of_range(labels)
         labels = validate_labels(labels)
         if levels is not None and not self.kind.uses_levels:
             raise invalid(
@@ -349,6 +353,13 @@ class SchedulePolicy:
             }
         if hierarchy is not None:  # the tree, not the rows: excluded rows do not count
             optional["levels_fingerprint"] = hierarchy.fingerprint()
+        if out_of_range:  # excluded like negative labels, but said and recorded
+            warnings.warn(
+                f"clusterclip: {out_of_range_message(out_of_range, labels.size)}",
+                UserWarning,
+                stacklevel=outside_package(),
+            )
+            optional["labels_out_of_range"] = out_of_range
         lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
         if self.num_tokens is not None and lengths_array is None:
             raise invalid(

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError
+from clusterclip.errors import ClusterClipError, given_as, hint
 from clusterclip.io import WorkDir
 from clusterclip.runner import StageOutput
 from clusterclip.schedule.api import open_stream
+from clusterclip.schedule.config import validate_labels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.options import ScheduleOptions
@@ -156,9 +157,12 @@ def build_with_progress(
     """
     from clusterclip.progress import progress_bar
 
-    budget = options.budget(int((np.asarray(labels) >= 0).sum()))
+    # a string or float array is refused here, not by `>=`; the stream gets the labels as
+    # given, so that it counts (and warns about) unsigned labels beyond int64
+    checked = validate_labels(labels)
+    budget = options.budget(int((checked >= 0).sum()))
     weights = options.cluster_weights if cluster_weights is None else cluster_weights
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, given_as(_budget_given(options, budget)):
         warnings.simplefilter("always", UserWarning)
         stream = open_stream(
             labels, policy=options.policy, max_repeats=options.max_repeats,
@@ -171,9 +175,28 @@ def build_with_progress(
             levels=levels,
         )  # fmt: skip
         draws = expected_draws(
-            stream.end, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
+            stream.end, num_tokens=budget["num_tokens"], labels=checked, lengths=lengths
         )
         check_fits(draws, estimated=stream.end is None)
         with progress_bar(total=stream.end, desc="schedule", unit="draw") as bar:
             schedule = stream.collect(progress=bar.update)
     return schedule, budget, list(caught)
+
+
+def _budget_given(options: ScheduleOptions, budget: Mapping[str, Any]) -> dict[str, str]:
+    """How the user gave a document budget that ``epochs`` (or no budget) produced.
+
+    Messages about the budget then name ``--epochs 3.0 (1,869 documents)``, not a
+    ``--num-samples`` the user never passed.
+
+    >>> _budget_given(ScheduleOptions(epochs=3.0), {"num_samples": 300})
+    {'num_samples': 'epochs=3.0 (300 documents)'}
+    >>> _budget_given(ScheduleOptions(num_samples=300), {"num_samples": 300})
+    {}
+    """
+    if options.num_samples is not None or budget.get("num_samples") is None:
+        return {}
+    documents = f"{budget['num_samples']:,} documents"
+    if options.epochs is None:
+        return {"num_samples": f"of one epoch ({documents}, the default budget)"}
+    return {"num_samples": f"{hint('epochs', options.epochs)} ({documents})"}

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, hint, spell
+from clusterclip.errors import ClusterClipError, ClusterClipWarning, hint, spell
 from clusterclip.schedule.groups import CHOICE_BLOCK
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.planned import plan_draws
@@ -40,7 +40,7 @@ from clusterclip.schedule.protocols import OnlineSource
 from clusterclip.schedule.sources import earliest
 from clusterclip.schedule.stats import GroupDraws, compute_stats, dense_ids
 
-__all__ = ["ScheduleStream", "materialise", "plan_for_budget", "rechunk"]
+__all__ = ["ScheduleStream", "materialise", "outside_package", "plan_for_budget", "rechunk"]
 
 
 def plan_for_budget(prep: Prepared) -> np.ndarray:
@@ -334,7 +334,8 @@ class ScheduleStream:
         return ClusterClipError(
             f"the budget {self._budget_text()} cannot be met: every cluster is clipped at "
             f"{hint('max_repeats', self.config.max_repeats)} after {self.cluster_end} draws. "
-            f"Raise {hint('max_repeats', self.config.max_repeats)}, lower the budget, or pass "
+            f"Raise {spell('max_repeats')} above {self.config.max_repeats}, lower the budget, "
+            "or pass "
             f"{hint('on_exhausted', 'stop')} or {hint('on_exhausted', 'random')}."
         )
 
@@ -344,9 +345,10 @@ class ScheduleStream:
             f"is clipped at {hint('max_repeats', self.config.max_repeats)} after "
             f"{self.cluster_end} draws; the schedule stops there "
             f"({hint('on_exhausted', 'stop')}). Pass {hint('on_exhausted', 'random')} to "
-            f"continue with random passes, or raise {spell('max_repeats')}.",
-            UserWarning,
-            stacklevel=_outside_package(),
+            f"continue with random passes, or raise {spell('max_repeats')} above "
+            f"{self.config.max_repeats}.",
+            ClusterClipWarning,
+            stacklevel=outside_package(),
         )
 
 
@@ -374,7 +376,7 @@ def _concatenated(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarra
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _outside_package() -> int:
+def outside_package() -> int:
     """``stacklevel`` of the first caller outside ``clusterclip`` (whatever the route)."""
     frame = sys._getframe(1)
     level = 1
