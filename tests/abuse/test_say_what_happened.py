@@ -48,10 +48,16 @@ def clusterclip(*args: str, cwd: Path, progress: str | None = "0") -> subprocess
 
 
 def start(*args: str, cwd: Path, progress: str | None = "0") -> subprocess.Popen:
-    """The command started with stdout and stderr as pipes (not a terminal)."""
+    """The command started with stdout and stderr as pipes (not a terminal).
+
+    Ctrl-C is given its default action in the child, as in a terminal: a test
+    run started in the background by a shell (``make test &``, nohup) inherits
+    SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    """
     return subprocess.Popen(
         [sys.executable, "-m", "clusterclip", *args], cwd=cwd, env=env(progress),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
 
 
