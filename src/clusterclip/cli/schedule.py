@@ -169,6 +169,8 @@ def _refresh_groups(work: Any) -> None:
 
 
 def _run_files(args: argparse.Namespace, options: Any) -> int:
+    import dataclasses
+
     import numpy as np
 
     from clusterclip.errors import ClusterClipError
@@ -178,17 +180,15 @@ def _run_files(args: argparse.Namespace, options: Any) -> int:
     lengths = None
     if args.lengths is not None:
         lengths = _read_column(args.lengths, args.length_column, "lengths")
-    weights = None
-    if args.cluster_weights is not None:
+    if args.cluster_weights is not None:  # a file's weights replace the options'
         weights = _read_column(args.cluster_weights, "weight", "cluster-weights")
         if np.asarray(weights).dtype.kind not in "iuf":
             raise ClusterClipError(
                 f"{args.cluster_weights}: --cluster-weights must hold numbers (one weight per "
                 f"cluster id); got dtype {np.asarray(weights).dtype}. Save a float array."
             )
-    schedule, _budget, caught = build_with_progress(
-        labels, options, lengths=lengths, cluster_weights=weights
-    )
+        options = dataclasses.replace(options, cluster_weights=weights)
+    schedule, _budget, caught = build_with_progress(labels, options, lengths=lengths)
     out = schedule.save(args.out)
     seen = [str(w.message) for w in caught]
     print(summary(schedule, np.asarray(labels, dtype=np.int64), out, seen, options))

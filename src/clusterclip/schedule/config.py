@@ -19,10 +19,12 @@ import numpy as np
 
 from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
+from clusterclip.schedule.policies import cluster_cap
 
 __all__ = [
     "SCHEDULE_VERSION",
     "SUPPORTED_VERSIONS",
+    "TREE_VERSIONS",
     "ScheduleConfig",
     "check_schedule_version",
     "labels_fingerprint",
@@ -49,6 +51,11 @@ SCHEDULE_VERSION = 4
 
 #: Every draw-rule version this release produces.
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
+
+#: The versions whose rule can draw down a cluster tree (``policy="hierarchical"``);
+#: version 3's windows draw over a flat cluster list. The policy checks this without
+#: loading the engine; ``rules.DRAW_RULES[v].draws_trees`` agrees (tested).
+TREE_VERSIONS = (1, 2, 4)
 
 _VERSION_RULE = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32), 3 or 4 (the default: None)"
 
@@ -144,6 +151,18 @@ class ScheduleConfig:
     duplicates_fingerprint: str | None = None
     levels_fingerprint: str | None = None
     labels_out_of_range: int = 0
+
+    @property
+    def cluster_cap(self) -> int | None:
+        """The cap at which clusters are clipped one by one (None: none is), from the policy registry.
+
+        >>> ScheduleConfig.from_dict({"policy": "random", "max_repeats": 4, "num_samples": 9,
+        ...     "num_tokens": None, "alpha": None, "cluster_weights": None, "order": "online",
+        ...     "on_exhausted": "stop", "seed": 0, "n_documents": 3, "labels_fingerprint": "x",
+        ...     "lengths_fingerprint": None}).cluster_cap is None
+        True
+        """
+        return cluster_cap(self.policy, self.max_repeats)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (tuples become lists; the duplicates and levels fields only when used)."""
