@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "TREE_VERSIONS",
     "ScheduleConfig",
     "check_schedule_version",
+    "cluster_cap_of",
     "labels_fingerprint",
     "labels_out_of_range",
     "schedule_version_for",
@@ -154,14 +156,7 @@ class ScheduleConfig:
 
     @property
     def cluster_cap(self) -> int | None:
-        """The cap at which clusters are clipped one by one (None: none is), from the policy registry.
-
-        >>> ScheduleConfig.from_dict({"policy": "random", "max_repeats": 4, "num_samples": 9,
-        ...     "num_tokens": None, "alpha": None, "cluster_weights": None, "order": "online",
-        ...     "on_exhausted": "stop", "seed": 0, "n_documents": 3, "labels_fingerprint": "x",
-        ...     "lengths_fingerprint": None}).cluster_cap is None
-        True
-        """
+        """The cap at which clusters are clipped one by one (None: none is); see :func:`cluster_cap_of`."""
         return cluster_cap(self.policy, self.max_repeats)
 
     def to_dict(self) -> dict[str, Any]:
@@ -202,6 +197,22 @@ class ScheduleConfig:
                     f"{spell(key)} (saved {_short(theirs.get(key))}, now {_short(mine.get(key))})"
                 )
         return lines
+
+
+def cluster_cap_of(recorded: Mapping[str, Any]) -> int | None:
+    """The cap that clips clusters one by one, from a recorded config (``schedule.json``'s).
+
+    What the report and the CLI ask of a saved schedule's settings, without the
+    engine: the policy registry says whether the policy clips clusters (not
+    ``uniform``, nor ``random``, whose cap ends the whole corpus's passes). A
+    config missing the policy or the cap has none.
+
+    >>> cluster_cap_of({"policy": "clusterclip", "max_repeats": 4})
+    4
+    >>> cluster_cap_of({"policy": "random", "max_repeats": 4}), cluster_cap_of({})
+    (None, None)
+    """
+    return cluster_cap(str(recorded.get("policy")), recorded.get("max_repeats"))
 
 
 def _short(value: Any) -> str:
