@@ -279,6 +279,8 @@ def test_stage_options_without_a_budget_are_no_policy_to_apply():
     policy = options.policy_value(int((LABELS >= 0).sum()))
     assert type(policy) is SchedulePolicy and policy.num_samples == 14
     assert build_schedule(LABELS, policy).indices.size == 14
+    with_budget = ScheduleOptions(num_samples=14, seed=3)  # schedule_version None: resolved
+    assert build_schedule(LABELS, with_budget).config == build_schedule(LABELS, policy).config
 
 
 def test_stage_options_are_the_policy_plus_epochs_and_duplicates():

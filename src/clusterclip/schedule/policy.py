@@ -417,6 +417,10 @@ def as_policy(policy: SchedulePolicy | str, settings: Mapping[str, Any]) -> Sche
                 "Stage options with an epochs budget give one for the corpus: "
                 "options.policy_value(n_usable).",
             )
+        if type(policy) is not SchedulePolicy:  # stage options: the policy they hold, resolved
+            return SchedulePolicy(
+                **{f.name: getattr(policy, f.name) for f in fields(SchedulePolicy)}
+            )
         return policy
     if not isinstance(policy, str):
         raise invalid("policy", "a SchedulePolicy or a policy name", policy)
