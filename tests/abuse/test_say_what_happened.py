@@ -114,9 +114,22 @@ def test_help_says_how_to_silence_progress(command, capsys):
 # --------------------------------------------------------------------------- stops
 
 
+def many_verses(folder: Path) -> Path:
+    """``folder/verses.jsonl`` with 10,000 verses.
+
+    A run over them takes seconds after each stage starts, so a signal or a
+    closed pipe lands part-way even on a loaded machine (300 verses could
+    finish before the test's next step).
+    """
+    require_module("sklearn")  # the tfidf encoder
+    (folder / "verses.jsonl").write_bytes(jsonl(kjv_records(step=3)))
+    return folder
+
+
 @pytest.mark.slow
-def test_broken_pipe_finishes_the_run_and_says_so(small):
+def test_broken_pipe_finishes_the_run_and_says_so(tmp_path):
     """`clusterclip run ... | head -n 2`: the run goes on to the end and says what ran."""
+    small = many_verses(tmp_path)
     process = start("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2", cwd=small)
     first = [process.stdout.readline() for _ in range(2)]
     process.stdout.close()  # head -n 2 leaves
@@ -137,9 +150,10 @@ def test_broken_pipe_finishes_the_run_and_says_so(small):
     "signal_name, status, said",
     [("SIGINT", 130, "interrupted (Ctrl-C)"), ("SIGTERM", 143, "terminated (SIGTERM)")],
 )
-def test_a_stopped_run_says_which_stages_did_not_run(small, signal_name, status, said):
+def test_a_stopped_run_says_which_stages_did_not_run(tmp_path, signal_name, status, said):
+    many_verses(tmp_path)
     args = ("run", "verses.jsonl", "--workdir", "w", *FAST, "--epochs", "2")
-    process = start(*args, cwd=small, progress="60s")
+    process = start(*args, cwd=tmp_path, progress="60s")
     for line in process.stderr:  # stop it once the embed stage is under way
         if line.startswith("progress: embed: started"):
             process.send_signal(getattr(signal, signal_name))
@@ -152,7 +166,7 @@ def test_a_stopped_run_says_which_stages_did_not_run(small, signal_name, status,
     assert "stopped part-way" in stopped and "not run: " in stopped
     assert stopped.split("not run: ", 1)[1].split(".")[0].endswith("report")
     assert "Rerun the same command to finish" in stopped
-    rerun = clusterclip(*args, cwd=small)  # what the message promises
+    rerun = clusterclip(*args, cwd=tmp_path)  # what the message promises
     assert rerun.returncode == 0, rerun.stderr
     assert "clusterclip run: done" in rerun.stdout
 

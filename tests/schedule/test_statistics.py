@@ -172,7 +172,7 @@ def engine_cases(draw):
     labels = np.concatenate([np.repeat(ids, sizes), np.full(draw(st.integers(0, 4)), -1)])
     labels = labels[np.random.default_rng(draw(st.integers(0, 99))).permutation(labels.size)]
     kwargs = {
-        "policy": draw(st.sampled_from(["clusterclip", "temperature", "uniform"])),
+        "policy": draw(st.sampled_from(["clusterclip", "temperature", "uniform", "random"])),
         "max_repeats": draw(st.integers(1, 3)),
         "order": draw(st.sampled_from(["online", "planned"])),
         "on_exhausted": draw(st.sampled_from(["stop", "random"])),

@@ -22,7 +22,7 @@ from clusterclip.schedule.groups import Groups
 from clusterclip.schedule.passes import PassTable
 from clusterclip.schedule.policy import SchedulePolicy
 from clusterclip.schedule.protocols import DrawRule, GroupedTable, GroupTable, OnlineSource
-from clusterclip.schedule.rules import DRAW_RULES, BlockRule, ChunkRule, WindowRule
+from clusterclip.schedule.rules import BLOCK_RULE, CHUNK_RULE, DRAW_RULES, WINDOW_RULE
 from clusterclip.schedule.units import RotatingGroups, Units
 
 CORE = Path(clusterclip.schedule.__file__).resolve().parent
@@ -95,7 +95,7 @@ def test_every_source_satisfies_the_protocol(name):
     _same_signature(OnlineSource, source)
 
 
-@pytest.mark.parametrize("rule", [BlockRule(), WindowRule(), ChunkRule()], ids=type)
+@pytest.mark.parametrize("rule", [BLOCK_RULE, WINDOW_RULE, CHUNK_RULE], ids=lambda r: r.name)
 def test_every_draw_rule_satisfies_the_protocol(rule):
     assert isinstance(rule, DrawRule)
     _same_signature(DrawRule, rule)

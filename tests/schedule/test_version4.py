@@ -240,3 +240,26 @@ def test_a_lone_top_node_over_every_cluster_is_the_flat_rule():
     single = np.zeros((labels.size, 1), dtype=np.int64)
     lone = _quiet(build_schedule, labels, policy="hierarchical", levels=single, **kwargs).indices
     assert np.array_equal(lone, flat)
+
+
+@SETTINGS
+@given(
+    st.lists(st.floats(1e-6, 1e6), min_size=1, max_size=300),
+    st.integers(0, 2**32),
+    st.booleans(),
+)
+def test_the_guided_inverse_cdf_is_a_binary_search(weights, seed, edges):
+    """Version 4 maps a window's uniforms through the weights with a guide table:
+    exactly ``np.searchsorted(cdf, u, side="right")``, slice edges and ties included."""
+    from clusterclip.schedule.windows import _inverse_cdf, cdf_guide
+
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    u = np.random.default_rng(seed).random(2000)
+    if edges:  # on and just below every cumulative weight and slice edge
+        u[: cdf.size] = np.nextafter(cdf, 0)
+        u[cdf.size : 2 * cdf.size] = np.arange(cdf.size) / cdf.size
+        u = np.clip(u, 0.0, np.nextafter(1.0, 0))
+    expected = np.searchsorted(cdf, u, side="right")
+    assert np.array_equal(_inverse_cdf(cdf, u, cdf_guide(cdf)), expected)
+    assert np.array_equal(_inverse_cdf(cdf, u, None), expected)

@@ -70,7 +70,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from clusterclip.schedule.groups import sorted_with_order, whole_pass_tokens
+from clusterclip.schedule.groups import sorted_with_order, tokens_by_lookup
 from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, generators, seed_sequence
 
 __all__ = [
@@ -485,15 +485,4 @@ class FeistelGroups:
         Whole passes contribute the group's total; the partial passes their
         permutations' prefixes, all computed at once.
         """
-        member_tokens, total, full_passes, partial = whole_pass_tokens(
-            counts, lengths, self.members, self.offsets, self.sizes
-        )
-        which = np.flatnonzero(partial)
-        if which.size:
-            group = np.repeat(which, partial[which])
-            starts = np.cumsum(partial[which]) - partial[which]
-            cursor = np.arange(group.size, dtype=np.int64) - np.repeat(starts, partial[which])
-            draws = full_passes[group] * self.sizes[group] + cursor
-            where = self.offsets[group] + self.positions(group, draws)
-            total += int(member_tokens[where].sum())
-        return total
+        return tokens_by_lookup(self, counts, lengths)

@@ -19,6 +19,8 @@ purpose codes, for the callers of earlier releases).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from clusterclip.schedule.seeds import (
@@ -34,6 +36,9 @@ from clusterclip.schedule.seeds import (
     pcg64_seeds,
     seed_sequence,
 )
+
+if TYPE_CHECKING:
+    from clusterclip.schedule.protocols import GroupTable
 
 __all__ = [
     "CACHE_SLOTS",
@@ -53,6 +58,7 @@ __all__ = [
     "pcg64_seeds",
     "seed_sequence",
     "sorted_with_order",
+    "tokens_by_lookup",
     "whole_pass_tokens",
     "window_passes",
 ]
@@ -200,6 +206,26 @@ def whole_pass_tokens(
     else:  # past int64: exact in Python ints
         total = sum(p * t for p, t in zip(full_passes.tolist(), totals.tolist(), strict=True))
     return member_tokens, total, full_passes, counts - full_passes * sizes
+
+
+def tokens_by_lookup(table: GroupTable, counts: np.ndarray, lengths: np.ndarray) -> int:
+    """Total tokens of the first ``counts[g]`` draws of every group of ``table``.
+
+    Whole passes contribute the group's total; the partial passes are looked
+    up at once through ``table.lookup`` (exact past int64: Python ints). The
+    :meth:`tokens_of_first` of the tables whose lookups take any draw numbers.
+    """
+    _, total, full_passes, partial = whole_pass_tokens(
+        counts, lengths, table.members, table.offsets, table.sizes
+    )
+    which = np.flatnonzero(partial)
+    if which.size:
+        group = np.repeat(which, partial[which])
+        starts = np.cumsum(partial[which]) - partial[which]
+        cursor = np.arange(group.size, dtype=np.int64) - np.repeat(starts, partial[which])
+        draws = full_passes[group] * table.sizes[group] + cursor
+        total += int(lengths[table.lookup(group, draws)].sum())
+    return total
 
 
 class Groups:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64, pass_keys
-from clusterclip.schedule.groups import whole_pass_tokens
+from clusterclip.schedule.groups import tokens_by_lookup
 from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, seed_sequence
 
 __all__ = ["KEY_BITS", "SMALL_PASS", "TABLE_ROWS", "PassTable", "pass_orders"]
@@ -360,14 +360,4 @@ class PassTable:
         Whole passes contribute the group's total; the partial passes their
         orders' prefixes, looked up at once.
         """
-        _, total, full_passes, partial = whole_pass_tokens(
-            counts, lengths, self.members, self.offsets, self.sizes
-        )
-        which = np.flatnonzero(partial)
-        if which.size:
-            group = np.repeat(which, partial[which])
-            starts = np.cumsum(partial[which]) - partial[which]
-            cursor = np.arange(group.size, dtype=np.int64) - np.repeat(starts, partial[which])
-            draws = full_passes[group] * self.sizes[group] + cursor
-            total += int(lengths[self.lookup(group, draws)].sum())
-        return total
+        return tokens_by_lookup(self, counts, lengths)

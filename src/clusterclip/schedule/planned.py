@@ -33,7 +33,7 @@ import numpy as np
 
 from clusterclip.schedule.groups import PURPOSE_PHASE, seed_sequence
 
-__all__ = ["PlannedOrder", "plan_draws", "planned_phases"]
+__all__ = ["PlannedOrder", "draws_below", "plan_draws", "planned_phases"]
 
 
 def plan_draws(weights: np.ndarray, caps: np.ndarray | None, total: int) -> np.ndarray:
@@ -117,6 +117,24 @@ def _sort_by_time(tau: np.ndarray) -> np.ndarray:
     return coarse[fine]
 
 
+def draws_below(x: float, n: np.ndarray, phi: np.ndarray) -> np.ndarray:
+    """Exact count of the draws ``(j + phi) / n`` of each cluster below ``x`` (0 < x < 1).
+
+    >>> draws_below(0.5, np.array([4, 3]), np.array([0.25, 0.5])).tolist()
+    [2, 1]
+    """
+    count = np.clip(np.ceil(x * n - phi), 0, n).astype(np.int64)
+    # The closed form is exact in real arithmetic; fix the float edge cases
+    # against the very expression used for tau.
+    for _ in range(8):
+        down = (count > 0) & (((count - 1) + phi) / n >= x)
+        up = (count < n) & ((count + phi) / n < x)
+        if not (down.any() or up.any()):
+            break
+        count = count - down + up
+    return count
+
+
 class PlannedOrder:
     """Random-access view of the planned order of ``sum(plan)`` draws.
 
@@ -137,16 +155,7 @@ class PlannedOrder:
 
     def _below(self, x: float) -> np.ndarray:
         """Exact count of draws of each (appearing) cluster with ``tau < x``."""
-        count = np.clip(np.ceil(x * self.n - self.phi), 0, self.n).astype(np.int64)
-        # The closed form is exact in real arithmetic; fix the float edge cases
-        # against the very expression used for tau.
-        for _ in range(8):
-            down = (count > 0) & (((count - 1) + self.phi) / self.n >= x)
-            up = (count < self.n) & ((count + self.phi) / self.n < x)
-            if not (down.any() or up.any()):
-                break
-            count = count - down + up
-        return count
+        return draws_below(x, self.n, self.phi)
 
     def _bounds(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
         margin = len(self.n) + 2

@@ -111,9 +111,11 @@ class TemperaturePolicy(Policy):
     ) -> np.ndarray:
         """``|C_k| ** alpha`` per cluster (0 for empty ones); see :meth:`Policy.cluster_weights`."""
         alpha = float(alpha)  # type: ignore[arg-type]  # validated: required by this policy
-        # Python's float power, one per cluster: identical on every machine
+        # Python's float power, once per distinct size: identical on every machine
         # and to the oracle (numpy's SIMD power may differ in the last bit).
-        weights = np.array([_power(c, alpha) for c in sizes.tolist()])
+        distinct, which = np.unique(sizes, return_inverse=True)
+        powers = np.array([_power(c, alpha) for c in distinct.tolist()], dtype=np.float64)
+        weights = powers[which.reshape(-1)]
         bad = ~np.isfinite(weights) | ((sizes > 0) & (weights <= 0))
         if bad.any():
             raise invalid(

@@ -12,6 +12,8 @@ and the old ones stay here as long as a saved checkpoint may name them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,18 +29,41 @@ from clusterclip.schedule.treewindows import TreeSource
 if TYPE_CHECKING:  # the prepared inputs build on the rules
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["DRAW_RULES", "BlockRule", "ChunkRule", "WindowRule", "draw_rule"]
+__all__ = ["BLOCK_RULE", "CHUNK_RULE", "DRAW_RULES", "WINDOW_RULE", "Rule", "draw_rule"]
+
+#: Makes a group table: ``(members, sizes, keys, seed, purpose, shares, max_repeats)``.
+TableMaker = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, int, int, "np.ndarray | None", "int | None"], GroupTable
+]
 
 
-class BlockRule:
-    """Versions 1 and 2: a uniform per position, pass permutations from cached generators.
+@dataclass(frozen=True)
+class Rule:
+    """A :class:`~clusterclip.schedule.protocols.DrawRule` made of its three parts.
 
-    :class:`~clusterclip.schedule.choosers.OnlineChooser` (or the tree walk of
-    ``policy="hierarchical"``) over blocks of ``CHOICE_BLOCK`` positions;
-    :class:`~clusterclip.schedule.groups.Groups` for the passes.
+    Parameters
+    ----------
+    name : str
+        What the rule is called in messages.
+    table : TableMaker
+        Makes the group table (the pass permutations).
+    online_source, planned_source : callable
+        Make the cluster part's source: ``online_source(prep)`` and
+        ``planned_source(prep, plan)``.
+    draws_trees : bool
+        Whether the online source draws ``policy="hierarchical"``.
+
+    Examples
+    --------
+    >>> CHUNK_RULE.name, CHUNK_RULE.draws_trees
+    ('chunk', True)
     """
 
-    draws_trees = True
+    name: str
+    table: TableMaker
+    online_source: Callable[[Prepared], OnlineSource]
+    planned_source: Callable[[Prepared, np.ndarray], OnlineSource]
+    draws_trees: bool
 
     def groups(
         self,
@@ -51,83 +76,52 @@ class BlockRule:
         shares: np.ndarray | None = None,
         max_repeats: int | None = None,
     ) -> GroupTable:
-        window = None if shares is None else window_passes(sizes, shares, max_repeats)
-        return Groups(members, sizes, keys, seed=seed, purpose=purpose, window=window)
+        """See :meth:`~clusterclip.schedule.protocols.DrawRule.groups`."""
+        return self.table(members, sizes, keys, seed, purpose, shares, max_repeats)
 
     def online(self, prep: Prepared) -> OnlineSource:
-        return BlockOnline(prep)
+        """See :meth:`~clusterclip.schedule.protocols.DrawRule.online`."""
+        return self.online_source(prep)
 
     def planned(self, prep: Prepared, plan: np.ndarray) -> OnlineSource:
-        return PlannedSource(prep, plan)
+        """See :meth:`~clusterclip.schedule.protocols.DrawRule.planned`."""
+        return self.planned_source(prep, plan)
 
 
-class WindowRule:
-    """Version 3: rejection windows, pass permutations computed per draw.
-
-    :class:`~clusterclip.schedule.windows.WindowChooser` for the cluster
-    choices, :class:`~clusterclip.schedule.feistel.FeistelGroups` for the
-    passes; the planned order of versions 1 and 2. Flat policies only.
-    """
-
-    draws_trees = False
-
-    def groups(
-        self,
-        members: np.ndarray,
-        sizes: np.ndarray,
-        keys: np.ndarray,
-        *,
-        seed: int,
-        purpose: int,
-        shares: np.ndarray | None = None,
-        max_repeats: int | None = None,
-    ) -> GroupTable:
-        return FeistelGroups(members, sizes, keys, seed=seed, purpose=purpose)
-
-    def online(self, prep: Prepared) -> OnlineSource:
-        return WindowSource(prep)
-
-    def planned(self, prep: Prepared, plan: np.ndarray) -> OnlineSource:
-        return PlannedSource(prep, plan)
+def _generated(members, sizes, keys, seed, purpose, shares, max_repeats) -> GroupTable:  # type: ignore[no-untyped-def]
+    """Versions 1 and 2: pass permutations from cached generators, windows sized by the shares."""
+    window = None if shares is None else window_passes(sizes, shares, max_repeats)
+    return Groups(members, sizes, keys, seed=seed, purpose=purpose, window=window)
 
 
-class ChunkRule:
-    """Version 4 (the default): fast at every number of clusters, for every policy.
+def _feistel(members, sizes, keys, seed, purpose, shares, max_repeats) -> GroupTable:  # type: ignore[no-untyped-def]
+    """Version 3: pass permutations computed per draw."""
+    return FeistelGroups(members, sizes, keys, seed=seed, purpose=purpose)
 
-    :class:`~clusterclip.schedule.treewindows.TreeSource` for the online rule
-    (version 3's windows in chunks, down the tree of ``policy="hierarchical"``),
-    :class:`~clusterclip.schedule.slabs.SlabSource` for the planned order and
-    :class:`~clusterclip.schedule.passes.PassTable` for the passes.
-    """
 
-    draws_trees = True
+def _sorted_keys(members, sizes, keys, seed, purpose, shares, max_repeats) -> GroupTable:  # type: ignore[no-untyped-def]
+    """Version 4: each larger group's pass one sort of keys, small groups from a table."""
+    return PassTable(members, sizes, keys, seed=seed, purpose=purpose)
 
-    def groups(
-        self,
-        members: np.ndarray,
-        sizes: np.ndarray,
-        keys: np.ndarray,
-        *,
-        seed: int,
-        purpose: int,
-        shares: np.ndarray | None = None,
-        max_repeats: int | None = None,
-    ) -> GroupTable:
-        return PassTable(members, sizes, keys, seed=seed, purpose=purpose)
 
-    def online(self, prep: Prepared) -> OnlineSource:
-        return TreeSource(prep)
-
-    def planned(self, prep: Prepared, plan: np.ndarray) -> OnlineSource:
-        return SlabSource(prep, plan)
+#: Versions 1 and 2: a uniform per position (:class:`~clusterclip.schedule.choosers.OnlineChooser`
+#: or the tree walk of ``policy="hierarchical"``) over blocks of ``CHOICE_BLOCK`` positions.
+BLOCK_RULE = Rule("block", _generated, BlockOnline, PlannedSource, draws_trees=True)
+#: Version 3: rejection windows (:class:`~clusterclip.schedule.windows.WindowChooser`), the
+#: planned order of versions 1 and 2. Flat policies only.
+WINDOW_RULE = Rule("window", _feistel, WindowSource, PlannedSource, draws_trees=False)
+#: Version 4 (the default): version 3's windows in chunks, down the tree of
+#: ``policy="hierarchical"`` (:class:`~clusterclip.schedule.treewindows.TreeSource`), the
+#: planned order in slabs (:class:`~clusterclip.schedule.slabs.SlabSource`).
+CHUNK_RULE = Rule("chunk", _sorted_keys, TreeSource, SlabSource, draws_trees=True)
 
 
 #: The draw rule of every supported ``schedule_version``.
 DRAW_RULES: dict[int, DrawRule] = {
-    1: BlockRule(),
-    2: BlockRule(),  # version 1's rule; only the seed words of seeds >= 2**32 differ
-    3: WindowRule(),
-    4: ChunkRule(),
+    1: BLOCK_RULE,
+    2: BLOCK_RULE,  # version 1's rule; only the seed words of seeds >= 2**32 differ
+    3: WINDOW_RULE,
+    4: CHUNK_RULE,
 }
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from clusterclip.schedule.planned import planned_phases
+from clusterclip.schedule.planned import draws_below, planned_phases
 from clusterclip.schedule.protocols import Segment
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
@@ -87,16 +87,7 @@ class SlabOrder:
             return np.zeros_like(self.n)
         if x >= 1.0:
             return self.n.copy()
-        count = np.clip(np.ceil(x * self.n - self.phi), 0, self.n).astype(np.int64)
-        # The closed form is exact in real arithmetic; fix the float edge cases
-        # against the very expression used for tau.
-        for _ in range(8):
-            down = (count > 0) & (((count - 1) + self.phi) / self.n >= x)
-            up = (count < self.n) & ((count + self.phi) / self.n < x)
-            if not (down.any() or up.any()):
-                break
-            count = count - down + up
-        return count
+        return draws_below(x, self.n, self.phi)
 
     def slab_start(self, i: int) -> int:
         """Position of slab ``i``'s first draw (``total`` for ``i = n_slabs``)."""

@@ -196,6 +196,7 @@ def compute_stats(
     planned_draws: np.ndarray | None = None,
     cluster_ids: np.ndarray | None = None,
     drawn: GroupDraws | None = None,
+    passes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ScheduleStats:
     """Statistics of ``indices`` (a schedule over documents with ``labels``).
 
@@ -209,6 +210,10 @@ def compute_stats(
     passes are permutations of its own documents: ``c`` draws of a group of
     ``s`` reach ``min(c, s)`` documents, each at most ``ceil(c / s)`` times);
     ``repeats_per_document`` is then counted on first access.
+
+    ``passes``, optional: ``(counts, sizes)`` of the groups that drew the whole
+    schedule (``policy="random"``: the corpus group), for the repeat summary
+    when ``drawn`` cannot give the draws per cluster.
     """
     if cluster_ids is None:
         cluster_ids = np.arange(int(labels.max()) + 1, dtype=np.int64)
@@ -234,8 +239,10 @@ def compute_stats(
         planned_draws=planned_draws,
         cluster_ids=cluster_ids,
     )
-    if drawn is not None and drawn.emitted == indices.size:
-        counts, sizes = drawn.counts, drawn.sizes
+    if passes is None and drawn is not None and drawn.emitted == indices.size:
+        passes = (drawn.counts, drawn.sizes)
+    if passes is not None:
+        counts, sizes = passes
         most = -(-counts // sizes)  # ceil(c / s): the passes begun
         return ScheduleStats.counting_repeats(
             indices,

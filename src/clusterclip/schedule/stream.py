@@ -292,7 +292,11 @@ class ScheduleStream:
         planned = None
         if self.plan is not None and not prep.policy.single_group:
             planned = np.zeros(ids.size, dtype=np.int64)
-        drawn = None
+        drawn = passes = None
+        end = self.cluster_end
+        whole = end is None or indices.size <= end  # the cluster part drew every position
+        if prep.policy.single_group and whole and run.source is not None and prep.units is None:
+            passes = (run.source.drawn_before(indices.size), prep.groups.sizes)
         if not prep.policy.single_group:
             where = prep.cluster_ids if dense_ids(ids) else np.searchsorted(ids, prep.cluster_ids)
             clip_step[where] = run.clip_step
@@ -302,7 +306,6 @@ class ScheduleStream:
                 # Every draw of the cluster part is a draw of its group's cluster: count
                 # them from the engine's counts, not a label per draw. (With units the
                 # members are representatives only.)
-                end = self.cluster_end
                 emitted = indices.size if end is None else min(indices.size, end)
                 counts = run.source.drawn_before(emitted)
                 drawn = GroupDraws(counts, prep.groups.sizes, where, emitted)
@@ -316,6 +319,7 @@ class ScheduleStream:
             planned_draws=planned,
             cluster_ids=ids,
             drawn=drawn,
+            passes=passes,
         )
         return Schedule(indices=indices, stats=stats, config=prep.config)
 

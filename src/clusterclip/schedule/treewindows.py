@@ -46,6 +46,7 @@ from clusterclip.schedule.sources import counts_without_tail
 from clusterclip.schedule.windows import (
     WINDOW,
     Window,
+    cdf_guide,
     listed_cdf,
     ranked_among_equal_with_lasts,
     ranked_by_sort_with_lasts,
@@ -208,6 +209,7 @@ class TreeWindows:
         self.n_active = int(self.listed.size)
         self.n_clipped_listed = 0
         self._cdf: np.ndarray | None = None
+        self._guide: np.ndarray | None = None
         self.window = -1
         self.candidates = np.zeros(0, dtype=np.int64)
         self.cursor = WINDOW  # the first call starts window 0
@@ -229,9 +231,10 @@ class TreeWindows:
             self.levels[-1].compact(self.counts, self.caps)
         if self.weights is not None and self._cdf is None:
             self._cdf = listed_cdf(self.weights, self.listed)
+            self._guide = cdf_guide(self._cdf)
         self.window += 1
         self.candidates = window_candidates(
-            self.seed, self.window, self.listed, self.top_caps.size, self._cdf
+            self.seed, self.window, self.listed, self.top_caps.size, self._cdf, self._guide
         )
         self.cursor = 0
         for next_n in self.next_n:
@@ -301,6 +304,8 @@ class TreeWindows:
             # A child has one parent, so its candidates are one node's: rank them.
             if child_caps.size >= 4 * child.size:
                 ranks = ranked_among_equal_with_lasts(child, self._scratch_of(depth))[0]
+            elif child_caps.size <= 2**16:
+                ranks = _ranks_of_small(child)
             else:
                 ranks = ranked_by_sort_with_lasts(child)[0]
             drawn = np.take(child_counts, child)
@@ -353,7 +358,11 @@ class TreeWindows:
         node after node, counters ascending from where each stream stands.
         """
         level = self.levels[depth]
-        many = need + need // 4 + 4
+        # Enough candidates for the children still alive (a few more: some are
+        # exhausted inside the window); the loop of _descend asks again if short.
+        listed = level.listed[nodes]
+        alive = np.maximum(listed - level.dead[nodes], 1)
+        many = (need * listed) // alive + need // 16 + 4
         owner = np.repeat(np.arange(nodes.size, dtype=np.int64), many)
         n = np.arange(owner.size, dtype=np.int64)
         n -= np.take(np.cumsum(many) - many - self.next_n[depth][nodes], owner)
@@ -389,6 +398,24 @@ class TreeWindows:
         if exhausted.size:
             level = self.levels[depth]
             np.add.at(level.dead, np.take(level.parent_of_child, exhausted), 1)
+
+
+def _ranks_of_small(values: np.ndarray) -> np.ndarray:
+    """Rank of every entry among the earlier entries of the same value (values < 2**16).
+
+    A radix order of 16-bit values instead of a sort of packed int64.
+    """
+    order = np.argsort(values.astype(np.uint16), kind="stable")
+    ordered = values[order]
+    head = np.empty(values.size, dtype=bool)
+    head[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+    starts = np.flatnonzero(head)
+    sorted_ranks = np.arange(values.size, dtype=np.int64)
+    sorted_ranks -= np.repeat(starts, np.diff(starts, append=values.size))
+    ranks = np.empty(values.size, dtype=np.int64)
+    ranks[order] = sorted_ranks
+    return ranks
 
 
 def _by_node(entries: np.ndarray, n_nodes: int) -> np.ndarray:

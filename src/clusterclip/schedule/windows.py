@@ -172,15 +172,67 @@ def listed_cdf(weights: np.ndarray, listed: np.ndarray) -> np.ndarray:
     return cumulative / cumulative[-1]
 
 
+def cdf_guide(cdf: np.ndarray) -> np.ndarray:
+    """Where the search for a uniform in each of ``cdf.size`` equal slices of [0, 1) may start.
+
+    Entry ``b`` is the first index whose cumulative weight exceeds ``b / L``
+    (``L = cdf.size``): the answer for any ``u`` in slice ``b`` is there or after.
+    """
+    slices = np.arange(cdf.size, dtype=np.float64)
+    slices /= cdf.size
+    return np.searchsorted(cdf, slices, side="right")
+
+
+def _inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray | None) -> np.ndarray:
+    """``np.searchsorted(cdf, u, side="right")``, found faster (the same indices).
+
+    With a guide (:func:`cdf_guide`), each search starts in its slice and walks
+    a few steps; the few still walking after four steps are searched in order.
+    Without, the queries are searched in sorted order (each search starts where
+    the previous one ended).
+    """
+    if guide is None:
+        order = np.argsort(u)
+        picked = np.empty(u.size, dtype=np.int64)
+        picked[order] = np.searchsorted(cdf, u[order], side="right")
+        return picked
+    last = cdf.size - 1
+    slot = (u * cdf.size).astype(np.int64)
+    np.minimum(slot, last, out=slot)
+    picked = np.take(guide, slot)
+    # A slice's start is right unless float rounding put u in the slice above:
+    # then the answer may lie before it. Those few are searched outright.
+    before = np.take(cdf, np.maximum(picked - 1, 0))
+    early = np.flatnonzero((picked > 0) & (before > u))
+    walking = np.arange(u.size)
+    if early.size:
+        picked[early] = np.searchsorted(cdf, u[early], side="right")
+        walking = np.setdiff1d(walking, early, assume_unique=True)
+    for _ in range(4):
+        at = np.minimum(picked[walking], last)
+        walking = walking[(picked[walking] <= last) & (np.take(cdf, at) <= u[walking])]
+        if not walking.size:
+            return picked
+        picked[walking] += 1
+    picked[walking] = _inverse_cdf(cdf, u[walking], None)
+    return picked
+
+
 def window_candidates(
-    seed: int, window: int, listed: np.ndarray, n_groups: int, cdf: np.ndarray | None = None
+    seed: int,
+    window: int,
+    listed: np.ndarray,
+    n_groups: int,
+    cdf: np.ndarray | None = None,
+    guide: np.ndarray | None = None,
 ) -> np.ndarray:
     """The ``WINDOW`` candidate groups of window ``window`` (int64), drawn over ``listed``.
 
     From ``Generator(PCG64(seed_sequence(seed, PURPOSE_CHOICE_V3, window)))``:
     ``integers(m, size=WINDOW)`` indexes the ``m`` listed groups when ``cdf`` is
     None (equal weights), else ``random(WINDOW)`` is mapped through ``cdf``
-    (:func:`listed_cdf`: the first group whose cumulative weight exceeds ``u``).
+    (:func:`listed_cdf`: the first group whose cumulative weight exceeds ``u``;
+    ``guide``, optional, :func:`cdf_guide` of it, only speeds that up).
 
     >>> window_candidates(0, 0, np.array([3, 5]), 6)[:8].tolist()
     [3, 3, 5, 3, 5, 5, 5, 5]
@@ -190,7 +242,7 @@ def window_candidates(
     if cdf is None:
         picked = rng.integers(m, size=WINDOW)
     else:
-        picked = np.searchsorted(cdf, rng.random(WINDOW), side="right")
+        picked = _inverse_cdf(cdf, rng.random(WINDOW), guide)
         np.minimum(picked, m - 1, out=picked)
     # Every group listed: listed is arange(n_groups), nothing to map.
     return picked if m == n_groups else np.take(listed, picked)
