@@ -131,6 +131,12 @@ def test_the_settings_load_no_schedule_engine(code):
 def test_the_front_door_loads_the_engine_when_first_used():
     loaded = _loaded_after("import clusterclip.schedule as s\ns.build_schedule")
     assert "clusterclip.schedule.stream" in loaded
+    # a sub-module is still an attribute of the package, as when __init__ imported it
+    assert "clusterclip.schedule.api" in _loaded_after("import clusterclip.schedule as s\ns.api")
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        import clusterclip.schedule as package
+
+        package.nope  # noqa: B018
 
 
 def test_executors_import_no_stage_and_nothing_imports_the_cli():

@@ -46,8 +46,13 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _ENGINE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'clusterclip.schedule' has no attribute {name!r}")
+    if module is None:  # a sub-module (`clusterclip.schedule.api`), as when __init__ imported it
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
