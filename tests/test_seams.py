@@ -71,12 +71,72 @@ def test_schedule_core_imports_only_numpy_stdlib_io_and_errors():
         assert not heavy, f"{path.name} imports {sorted(heavy)}"
 
 
+#: Modules of a stage that another stage may import (tests/test_stage_imports.py says why).
+READABLE = ("clusterclip.schedule.config",)
+#: The schedule modules that hold its settings and records: what building the CLI's parser,
+#: or reading a recorded config, may load. Everything else in the package is the engine.
+SCHEDULE_LIGHT = {
+    "clusterclip.schedule",
+    "clusterclip.schedule.config",
+    "clusterclip.schedule.io",
+    "clusterclip.schedule.options",
+    "clusterclip.schedule.policies",
+    "clusterclip.schedule.policy",
+    "clusterclip.schedule.stats",
+}
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_no_stage_imports_another_stage(stage):
     others = tuple(f"clusterclip.{s}" for s in STAGES if s != stage)
     for path in _modules(stage):
-        bad = {m for m in _imports(path) if m.startswith(others)}
+        imported = {m for m in _imports(path) if not m.startswith(READABLE)}
+        bad = {m for m in imported if m.startswith(others)}
         assert not bad, f"{path.relative_to(SRC)} imports another stage: {sorted(bad)}"
+
+
+def _loaded_after(code: str) -> list[str]:
+    """The clusterclip.schedule modules a fresh interpreter holds after running ``code``."""
+    import subprocess
+    import sys
+
+    probe = f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return [m for m in result.stdout.split() if m.startswith("clusterclip.schedule")]
+
+
+def test_building_the_cli_parser_loads_no_schedule_engine():
+    loaded = _loaded_after("from clusterclip.cli import build_parser\nbuild_parser()")
+    assert "clusterclip.schedule.options" in loaded  # the flags come from the settings
+    engine = sorted(set(loaded) - SCHEDULE_LIGHT)
+    assert not engine, f"building the parser loaded the schedule engine: {engine}"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import clusterclip.schedule.config",  # what another stage may read
+        "import clusterclip.schedule.policy",  # the one declaration of the settings
+        "import clusterclip.schedule.options",  # the stage's options
+        "import clusterclip.report.data",  # the report reads the stored settings
+        "from clusterclip.schedule import SchedulePolicy, ScheduleConfig",
+    ],
+)
+def test_the_settings_load_no_schedule_engine(code):
+    engine = sorted(set(_loaded_after(code)) - SCHEDULE_LIGHT)
+    assert not engine, f"`{code}` loaded the schedule engine: {engine}"
+
+
+def test_the_front_door_loads_the_engine_when_first_used():
+    loaded = _loaded_after("import clusterclip.schedule as s\ns.build_schedule")
+    assert "clusterclip.schedule.stream" in loaded
+    # a sub-module is still an attribute of the package, as when __init__ imported it
+    assert "clusterclip.schedule.api" in _loaded_after("import clusterclip.schedule as s\ns.api")
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        import clusterclip.schedule as package
+
+        package.nope  # noqa: B018
 
 
 def test_executors_import_no_stage_and_nothing_imports_the_cli():

@@ -56,6 +56,7 @@ __all__ = [
     "from_args",
     "from_mapping",
     "option",
+    "option_with_default",
     "options_table",
     "parse_count",
     "parse_int_list",
@@ -81,10 +82,37 @@ def option(
     flag_help: str | None = None,
     cli: bool = True,
 ) -> Any:
-    """A dataclass field that declares one setting (see the module docstring)."""
+    """A dataclass field that declares one setting (see the module docstring).
+
+    ``default=dataclasses.MISSING`` declares a required setting (a keyword with no default).
+    """
     metadata = {"help": help, "kind": kind, "choices": choices, "minimum": minimum}
     metadata["above"] = above
     metadata.update({"flag": flag, "flag_help": flag_help, "cli": cli})
+    return _field(default, metadata)
+
+
+def option_with_default(cls: Any, name: str, default: Any) -> Any:
+    """The field ``name`` of the options class ``cls``, declared anew with another default.
+
+    For a subclass whose context supplies a default the base leaves required
+    (the schedule stage's ``seed`` comes from the run-wide seed, 0 unless
+    given): help, kind and checks stay those of the one declaration in ``cls``.
+
+    >>> @dataclasses.dataclass(frozen=True, kw_only=True)
+    ... class Base:
+    ...     seed: int = option(dataclasses.MISSING, "Seed.", kind="seed")
+    >>> @dataclasses.dataclass(frozen=True, kw_only=True)
+    ... class Stage(Base):
+    ...     seed: int = option_with_default(Base, "seed", 0)
+    >>> Stage().seed, dataclasses.fields(Stage)[0].metadata["help"]
+    (0, 'Seed.')
+    """
+    declared = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return _field(default, dict(declared.metadata))
+
+
+def _field(default: Any, metadata: dict[str, Any]) -> Any:
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -228,19 +256,24 @@ def _rule(field: dataclasses.Field) -> str:
 
 def _check_one(field: dataclasses.Field, value: Any) -> Any:
     """Validate one value; return it normalised (ints stay ints, floats become float)."""
-    if value is None and (_default(field) is None or field.metadata.get("kind") == "int_or_none"):
-        return None
     kind = field.metadata.get("kind", "str")
-    if kind == "seed":
+    if kind == "seed":  # never None, also where it is required (no default)
         return check_seed(value, field.name)
+    if value is None and (_default(field) is None or kind == "int_or_none"):
+        return None
     if kind == "int_or_none" and isinstance(value, str) and value.strip().lower() in _NONE_WORDS:
         return None
-    is_int = isinstance(value, int) and not isinstance(value, bool)
+    # numpy's ints and floats count (a budget computed with numpy is an np.int64)
+    is_int = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if is_int and kind in ("int", "int_or_none"):
+        value = int(value)
     ok = {
         "str": isinstance(value, str),
         "int": is_int,
         "int_or_none": is_int,
-        "float": (is_int or isinstance(value, float)) and math.isfinite(value),
+        "float": isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value),
         "bool": isinstance(value, bool),
         "list_float": isinstance(value, (list, tuple))
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),

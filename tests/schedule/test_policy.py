@@ -176,8 +176,8 @@ SPELLINGS = [
     ),
     (
         {"max_repeats": 0},
-        "`max_repeats` must be an int in [1, inf); got 0. Pass max_repeats=1 or more.",
-        "`--max-repeats` must be an int in [1, inf); got 0. Pass --max-repeats 1 or more.",
+        "`max_repeats` must be an int in [1, inf) or None (no limit); got 0. Default: 4.",
+        "`--max-repeats` must be an int in [1, inf) or none (no limit); got 0. Default: 4.",
     ),
     (
         {"num_samples": None},
@@ -226,3 +226,97 @@ def test_exhaustion_warning_in_both_spellings_points_at_the_caller():
     assert "(on_exhausted='stop'). Pass on_exhausted='random'" in python
     assert "(--on-exhausted stop). Pass --on-exhausted random" in cli
     assert all(w.filename == __file__ for w in caught)
+
+
+# -- the front door takes a policy; the keywords are its thin shortcut -------------------
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"num_samples": 11, "max_repeats": 2},
+        {"num_tokens": 60, "policy": "temperature", "alpha": 0.5},
+        {"num_samples": 30, "policy": "random", "max_repeats": 2, "on_exhausted": "random"},
+    ],
+)
+def test_a_policy_value_and_its_keywords_give_the_same_schedule_everywhere(settings):
+    lengths = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    value = SchedulePolicy(seed=7, **settings)
+    keywords = {"seed": 7, **settings}
+    built = build_schedule(LABELS, value, lengths=lengths)
+    assert (
+        built.indices.tobytes()
+        == build_schedule(LABELS, lengths=lengths, **keywords).indices.tobytes()
+    )
+    assert built.config == open_stream(LABELS, value, lengths=lengths).config
+    streamed = np.concatenate(list(iter_schedule(LABELS, value, lengths=lengths, start=2)))
+    assert streamed.tolist() == built.indices[2:].tolist()
+    sampler = ClusterClipSampler(LABELS, value, lengths=lengths, rank=1, world_size=2)
+    assert list(sampler) == built.indices[1 : 2 * (len(built) // 2) : 2].tolist()
+
+
+def test_settings_next_to_a_value_are_refused():
+    value = SchedulePolicy(num_samples=4, seed=0)
+    with pytest.raises(
+        ClusterClipError, match=r"`policy` must be a SchedulePolicy without separate"
+    ):
+        build_schedule(LABELS, value, max_repeats=2)
+    with pytest.raises(ClusterClipError, match=r"dataclasses.replace\(policy, max_repeats=...\)"):
+        ClusterClipSampler(LABELS, value, max_repeats=2)
+
+
+def test_an_unknown_keyword_is_a_type_error_listing_the_settings():
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'max_repeat'; .*max_repeats"):
+        build_schedule(LABELS, max_repeat=2, num_samples=4, seed=0)
+    with pytest.raises(TypeError, match=r"'rank'"):  # the sampler's own keywords stay its own
+        iter_schedule(LABELS, num_samples=4, seed=0, rank=0)
+
+
+def test_stage_options_without_a_budget_are_no_policy_to_apply():
+    from clusterclip.schedule.options import ScheduleOptions
+
+    options = ScheduleOptions(epochs=2.0, seed=3)
+    with pytest.raises(ClusterClipError, match=r"options.policy_value\(n_usable\)"):
+        build_schedule(LABELS, options)
+    policy = options.policy_value(int((LABELS >= 0).sum()))
+    assert type(policy) is SchedulePolicy and policy.num_samples == 14
+    assert build_schedule(LABELS, policy).indices.size == 14
+    with_budget = ScheduleOptions(num_samples=14, seed=3)  # schedule_version None: resolved
+    assert build_schedule(LABELS, with_budget).config == build_schedule(LABELS, policy).config
+
+
+def test_stage_options_are_the_policy_plus_epochs_and_duplicates():
+    from clusterclip.schedule.options import ScheduleOptions
+
+    policy = {f.name: f for f in dataclasses.fields(SchedulePolicy)}
+    stage = {f.name: f for f in dataclasses.fields(ScheduleOptions)}
+    assert list(stage) == [*policy, "epochs", "duplicates"]
+    for name, field in policy.items():  # declared once: the same help, kind and choices
+        assert stage[name].metadata == field.metadata, name
+    assert stage["seed"].default == 0  # the run-wide seed's default; required in Python
+    assert ScheduleOptions().schedule_version is None  # recorded as given in the manifest
+    assert SchedulePolicy(num_samples=1, seed=0).schedule_version == 4  # resolved
+
+
+def test_numpy_numbers_are_settings_too():
+    value = SchedulePolicy(num_samples=np.int64(5), max_repeats=np.int32(2), seed=np.uint8(1))
+    assert (value.num_samples, value.max_repeats, value.seed) == (5, 2, 1)
+    assert type(value.num_samples) is int and type(value.max_repeats) is int
+    alpha = SchedulePolicy(policy="temperature", alpha=np.float32(0.5), num_samples=1, seed=0)
+    assert type(alpha.alpha) is float
+    with pytest.raises(ClusterClipError, match=r"`alpha` must be a finite number; got True"):
+        SchedulePolicy(policy="temperature", alpha=True, num_samples=1, seed=0)
+
+
+def test_the_tree_versions_are_the_draw_rules_that_draw_trees():
+    from clusterclip.schedule.config import SUPPORTED_VERSIONS, TREE_VERSIONS
+    from clusterclip.schedule.rules import DRAW_RULES
+
+    assert set(DRAW_RULES) == set(SUPPORTED_VERSIONS)
+    assert tuple(v for v, rule in DRAW_RULES.items() if rule.draws_trees) == TREE_VERSIONS
+
+
+def test_the_signatures_show_the_settings():
+    for function in (build_schedule, iter_schedule, open_stream, ClusterClipSampler):
+        parameters = inspect.signature(function).parameters
+        assert list(parameters)[:2] in (["labels", "policy"], ["self", "labels"])
+        assert parameters["seed"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert "settings" not in parameters

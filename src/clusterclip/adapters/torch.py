@@ -26,13 +26,13 @@ import numpy as np
 from clusterclip.adapters.ranks import check_index, check_share, rank_length
 from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
+from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
 from clusterclip.schedule.policy import (
-    DEFAULT_MAX_REPEATS,
-    DEFAULT_ON_EXHAUSTED,
-    DEFAULT_ORDER,
     DEFAULT_POLICY,
     SchedulePolicy,
+    as_policy,
+    with_policy_keywords,
 )
 
 try:  # a real torch Sampler when torch is importable; a plain iterable otherwise
@@ -105,11 +105,16 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     ----------
     labels : array_like of int, shape (N,)
         Cluster id of every dataset index (negative = never sampled).
-    policy, max_repeats, num_samples, num_tokens, lengths, alpha, cluster_weights, order, on_exhausted, seed, schedule_version, duplicate_of, levels
-        Exactly as :func:`clusterclip.build_schedule`; the sampler yields the
-        same global sequence (``duplicate_of``: near-duplicate groups drawn as
-        units, their members taking turns; ``levels``: the cluster tree of
-        ``policy="hierarchical"``, whose fingerprint a checkpoint records).
+    policy : SchedulePolicy or str
+        The settings (a :class:`~clusterclip.schedule.policy.SchedulePolicy`),
+        or a policy name with the settings as keywords (``**settings``),
+        exactly as :func:`clusterclip.build_schedule`; the sampler yields the
+        same global sequence.
+    lengths, duplicate_of, levels
+        As for :func:`clusterclip.build_schedule` (``duplicate_of``:
+        near-duplicate groups drawn as units, their members taking turns;
+        ``levels``: the cluster tree of ``policy="hierarchical"``, whose
+        fingerprint a checkpoint records).
     rank, world_size : int
         This process's rank and the number of ranks (``0 <= rank < world_size``).
     drop_last : bool
@@ -120,6 +125,9 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         padded like ``torch.utils.data.DistributedSampler`` pads, by wrapping
         around to the start of the schedule (global position ``total + i``
         reads position ``i``), so those few documents are seen once more.
+    **settings
+        With a policy name only: the policy's settings (``max_repeats``,
+        ``num_samples``, ``seed``, ...), the fields of ``SchedulePolicy``.
 
     See Also
     --------
@@ -180,42 +188,32 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
     >>> len(padded), list(padded)[-1] == next(iter(ClusterClipSampler(
     ...     labels, num_samples=7, max_repeats=3, seed=0)))  # padded with position 0
     (4, True)
+    >>> from clusterclip import SchedulePolicy
+    >>> policy = SchedulePolicy(num_samples=8, max_repeats=3, seed=0)
+    >>> list(ClusterClipSampler(labels, policy, rank=1, world_size=2)) == list(
+    ...     ClusterClipSampler(labels, num_samples=8, max_repeats=3, seed=0, rank=1, world_size=2))
+    True
     """
 
+    @with_policy_keywords
     def __init__(
         self,
         labels: Any,
+        policy: SchedulePolicy | str = DEFAULT_POLICY,
         *,
-        policy: str = DEFAULT_POLICY,
-        max_repeats: int | None = DEFAULT_MAX_REPEATS,
-        num_samples: int | None = None,
-        num_tokens: int | None = None,
         lengths: Any = None,
-        alpha: float | None = None,
-        cluster_weights: Any = None,
-        order: str = DEFAULT_ORDER,
-        on_exhausted: str = DEFAULT_ON_EXHAUSTED,
-        seed: int,
-        schedule_version: int | None = None,
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = True,
         duplicate_of: Any = None,
         levels: Any = None,
+        **settings: Any,
     ) -> None:
         self._place(rank, world_size, drop_last)
-        self._stream = SchedulePolicy(
-            policy=policy,
-            max_repeats=max_repeats,
-            num_samples=num_samples,
-            num_tokens=num_tokens,
-            alpha=alpha,
-            cluster_weights=cluster_weights,
-            order=order,
-            on_exhausted=on_exhausted,
-            seed=seed,
-            schedule_version=schedule_version,
-        ).stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
+        self._stream = open_stream(
+            labels, as_policy(policy, settings), lengths=lengths, duplicate_of=duplicate_of,
+            levels=levels,
+        )  # fmt: skip
         self.config: ScheduleConfig = self._stream.config
         self._total: int | None = None
         if self.config.num_tokens is None:  # the length is known without a pass

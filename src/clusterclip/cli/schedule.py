@@ -169,6 +169,8 @@ def _refresh_groups(work: Any) -> None:
 
 
 def _run_files(args: argparse.Namespace, options: Any) -> int:
+    import dataclasses
+
     import numpy as np
 
     from clusterclip.errors import ClusterClipError
@@ -178,17 +180,15 @@ def _run_files(args: argparse.Namespace, options: Any) -> int:
     lengths = None
     if args.lengths is not None:
         lengths = _read_column(args.lengths, args.length_column, "lengths")
-    weights = None
-    if args.cluster_weights is not None:
+    if args.cluster_weights is not None:  # a file's weights replace the options'
         weights = _read_column(args.cluster_weights, "weight", "cluster-weights")
         if np.asarray(weights).dtype.kind not in "iuf":
             raise ClusterClipError(
                 f"{args.cluster_weights}: --cluster-weights must hold numbers (one weight per "
                 f"cluster id); got dtype {np.asarray(weights).dtype}. Save a float array."
             )
-    schedule, _budget, caught = build_with_progress(
-        labels, options, lengths=lengths, cluster_weights=weights
-    )
+        options = dataclasses.replace(options, cluster_weights=weights)
+    schedule, _budget, caught = build_with_progress(labels, options, lengths=lengths)
     out = schedule.save(args.out)
     seen = [str(w.message) for w in caught]
     print(summary(schedule, np.asarray(labels, dtype=np.int64), out, seen, options))
@@ -212,29 +212,26 @@ def summary(
 ) -> str:
     """The one-screen summary printed at the end of ``clusterclip schedule``.
 
+    The numbers are :func:`clusterclip.schedule.stats.summarise`'s; this only lays them out.
+
     ``options`` (the :class:`~clusterclip.schedule.options.ScheduleOptions` given)
     lets the budget line say ``epochs=3.0`` when that is what the user passed.
     """
-    import numpy as np
-
     from clusterclip.errors import plural
     from clusterclip.schedule.advice import budget_passes, clip_advice, rule_advice
+    from clusterclip.schedule.stats import summarise
 
     stats, config = schedule.stats, schedule.config
-    usable = labels >= 0
-    # Sizes aligned with the statistics' clusters (every id, or only those present for sparse ids).
-    sizes = np.bincount(
-        np.searchsorted(stats.cluster_ids, labels[usable]), minlength=stats.cluster_ids.size
-    )
-    present = np.flatnonzero(sizes)
-    n_usable = int(usable.sum())
+    numbers = summarise(stats, labels)
+    n_usable = numbers.n_usable
     lines = [f"clusterclip schedule: wrote {out} (+ {out.with_suffix('.json').name})"]
     lines.append(
-        f"  documents      {labels.size:,} ({n_usable:,} usable, {labels.size - n_usable:,} excluded)"
+        f"  documents      {numbers.n_documents:,} ({n_usable:,} usable, "
+        f"{numbers.n_documents - n_usable:,} excluded)"
     )
     lines.append(
-        f"  clusters       {present.size:,} (sizes {sizes[present].min():,}..{sizes[present].max():,}, "
-        f"median {int(np.median(sizes[present])):,})"
+        f"  clusters       {numbers.n_clusters:,} (sizes {numbers.size_min:,}.."
+        f"{numbers.size_max:,}, median {numbers.size_median:,})"
     )
     policy = f"{config.policy}, max_repeats={config.max_repeats}, order={config.order}, seed={config.seed}"
     if config.alpha is not None:
@@ -258,25 +255,21 @@ def summary(
         )
     if stats.n_tokens is not None:
         lines.append(f"  tokens         {stats.n_tokens:,}")
-    seen = stats.n_distinct_documents
+    seen = numbers.n_distinct
     lines.append(f"  distinct docs  {seen:,} seen ({100 * seen / max(n_usable, 1):.1f}% of usable)")
     lines.append(f"  max repeats    {stats.max_repeats_per_document} per document")
-    clipped = np.flatnonzero(stats.clip_step >= 0)
-    if clipped.size:
-        steps = np.sort(stats.clip_step[clipped])
+    if numbers.n_clipped:
         lines.append(
-            f"  clipped        {clipped.size:,} of {present.size:,} clusters; first at draw "
-            f"{steps[0]:,}, median {int(np.median(steps)):,}, last {steps[-1]:,}"
+            f"  clipped        {numbers.n_clipped:,} of {numbers.n_clusters:,} clusters; first at "
+            f"draw {numbers.clip_first:,}, median {numbers.clip_median:,}, last {numbers.clip_last:,}"
         )
     else:
-        lines.append(f"  clipped        0 of {present.size:,} clusters")
-    n_small = max(1, int(round(present.size * 0.1)))
-    smallest = present[np.argsort(sizes[present], kind="stable")[:n_small]]
-    natural = sizes[smallest].sum() / max(n_usable, 1)
-    share = stats.draws_per_cluster[smallest].sum() / max(stats.n_draws, 1)
+        lines.append(f"  clipped        0 of {numbers.n_clusters:,} clusters")
+    share, natural = numbers.smallest_share, numbers.smallest_natural
     ratio = f"{share / natural:.1f}x" if natural else "n/a"
     lines.append(
-        f"  smallest 10%   {plural(n_small, 'cluster')} ({plural(sizes[smallest].sum(), 'doc')}): "
+        f"  smallest 10%   {plural(numbers.n_smallest, 'cluster')} "
+        f"({plural(numbers.smallest_documents, 'doc')}): "
         f"{100 * share:.2f}% of draws vs {100 * natural:.2f}% under random sampling ({ratio})"
     )
     for message in warnings_seen:
@@ -293,7 +286,7 @@ def summary(
                 n_tokens=stats.n_tokens,
             ),
         ),
-        rule_advice(config.policy, config.order, config.schedule_version, int(present.size)),
+        rule_advice(config.policy, config.order, config.schedule_version, numbers.n_clusters),
     ):
         if advice:
             lines.append(f"  advice         {advice}")

@@ -48,6 +48,7 @@ from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.experiments import data, evaluate
 from clusterclip.experiments.model import ModelConfig, build_model
 from clusterclip.experiments.prepare import Prepared, SplitOptions, prepare
+from clusterclip.schedule.policy import SchedulePolicy
 
 __all__ = [
     "ExperimentConfig",
@@ -112,7 +113,7 @@ class ExperimentConfig:
 
 @dataclass(frozen=True)
 class Policy:
-    """One sampling policy: the arguments it passes to ``build_schedule``."""
+    """One sampling policy of the grid: a name and the schedule settings it stands for."""
 
     name: str
     policy: str
@@ -120,12 +121,22 @@ class Policy:
     alpha: float | None = None
     order: str = "online"
 
-    def schedule_kwargs(self) -> dict:
-        # max_repeats=None is passed explicitly: random passes and temperature are unclipped
-        kwargs = {"policy": self.policy, "order": self.order, "max_repeats": self.max_repeats}
-        if self.alpha is not None:
-            kwargs["alpha"] = self.alpha
-        return kwargs
+    def schedule_policy(
+        self, *, num_tokens: int, seed: int, schedule_version: int
+    ) -> SchedulePolicy:
+        """The :class:`~clusterclip.SchedulePolicy` of one run: these settings, its budget and seed.
+
+        ``max_repeats=None`` is kept (random passes and temperature unclipped), and
+        the harness always falls back to random passes past the clip.
+
+        >>> parse_policy("planned-r4").schedule_policy(num_tokens=100, seed=0, schedule_version=1).order
+        'planned'
+        """
+        return SchedulePolicy(
+            policy=self.policy, max_repeats=self.max_repeats, alpha=self.alpha, order=self.order,
+            num_tokens=num_tokens, on_exhausted="random", seed=seed,
+            schedule_version=schedule_version,
+        )  # fmt: skip
 
 
 def parse_policy(spec: str) -> Policy:
@@ -212,15 +223,10 @@ def schedule_order(
     pool = training_pool(prep, cfg)
     doc_tokens = np.diff(prep.offsets) + 1  # + the EOS separator
     _, pool_labels = np.unique(prep.labels[pool], return_inverse=True)
-    sampler = ClusterClipSampler(
-        pool_labels.astype(np.int64),
-        num_tokens=budget + cfg.max_doc_tokens + 2,
-        lengths=doc_tokens[pool],
-        on_exhausted="random",
-        seed=seed,
-        schedule_version=cfg.schedule_version,
-        **policy.schedule_kwargs(),
+    settings = policy.schedule_policy(
+        num_tokens=budget + cfg.max_doc_tokens + 2, seed=seed, schedule_version=cfg.schedule_version
     )
+    sampler = ClusterClipSampler(pool_labels.astype(np.int64), settings, lengths=doc_tokens[pool])
     positions = np.fromiter(sampler, dtype=np.int64, count=len(sampler))
     return pool, pool[positions]
 

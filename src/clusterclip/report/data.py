@@ -8,7 +8,10 @@ documents are never seen.
 
 All quantities are computed from the labels, the schedule and its sidecar
 (policy and repeat cap), read through :class:`clusterclip.io.WorkDir`,
-streaming the schedule in blocks so memory stays ``O(N + K)``:
+streaming the schedule in blocks so memory stays ``O(N + K)``. What the recorded
+settings mean (which cap clips clusters) is read through
+:func:`clusterclip.schedule.config.cluster_cap_of`, from the one schedule module the
+report may import: the stored settings, which load no engine (tests/test_seams.py):
 
 - *random* and *uniform* shares are analytical expectations for the same
   budget ``T``: random draws a document uniformly from the usable corpus, so
@@ -33,6 +36,7 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.report.duplicates import duplicate_groups
 from clusterclip.report.notices import collect_notices, keywords_notice, warning_lines
+from clusterclip.schedule.config import cluster_cap_of  # the stored settings; loads no engine
 
 __all__ = ["compute_report_data"]
 
@@ -279,7 +283,7 @@ def _load_inputs(work: WorkDir) -> _Inputs:
         meta=schedule.meta,
         config=config,
         policy=policy,
-        clip_cap=_clip_cap(config.get("max_repeats"), policy),
+        clip_cap=cluster_cap_of(config),
         usable=usable,
         n_usable=n_usable,
         n_clusters=n_clusters,
@@ -295,17 +299,6 @@ def _check_indices(work: WorkDir, indices: np.ndarray, path: os.PathLike[str], n
             f"{work.path_of('clusters').name} has {n} documents. The schedule is stale: rebuild it "
             "(`clusterclip run` redoes it)."
         )
-
-
-def _clip_cap(max_repeats: Any, policy: str) -> int | None:
-    """The repeat cap that clips clusters, or None (no finite cap, or a policy that never clips)."""
-    if (
-        isinstance(max_repeats, (int, float))
-        and math.isfinite(max_repeats)
-        and policy not in ("random", "uniform")
-    ):
-        return int(max_repeats)
-    return None
 
 
 def _rarest_clusters(sizes: np.ndarray, n_clusters: int) -> _Rarest:

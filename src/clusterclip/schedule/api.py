@@ -1,27 +1,44 @@
-"""Front door of the schedule core: :func:`build_schedule` and :func:`iter_schedule`.
+"""Front door of the schedule core: a :class:`~clusterclip.schedule.policy.SchedulePolicy`
+applied to labels.
 
-The keyword functions are thin twins of :class:`~clusterclip.schedule.policy.SchedulePolicy`:
-each makes the policy value from its keywords (defaults declared once, in
-:mod:`clusterclip.schedule.policy`) and applies it, so there is one path.
+:func:`open_stream`, :func:`build_schedule`, :func:`iter_schedule` and
+:func:`schedule_config` take the labels and a policy: a ``SchedulePolicy``
+value, or (the keyword shortcut) a policy name with the policy's settings as
+keywords, ``build_schedule(labels, max_repeats=2, num_samples=10, seed=0)``.
+The shortcut is :func:`~clusterclip.schedule.policy.as_policy`; its keywords
+are the policy's fields, declared once, so there is one path either way.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from clusterclip.schedule.config import ScheduleConfig
+from clusterclip.errors import hint, invalid, spell
+from clusterclip.io import fingerprint_array
+from clusterclip.schedule.config import (
+    ScheduleConfig,
+    labels_fingerprint,
+    labels_out_of_range,
+    out_of_range_message,
+    validate_labels,
+    validate_lengths,
+)
+from clusterclip.schedule.hierarchy import validate_levels
 from clusterclip.schedule.io import Schedule
+from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.policy import (
-    DEFAULT_MAX_REPEATS,
-    DEFAULT_ON_EXHAUSTED,
-    DEFAULT_ORDER,
     DEFAULT_POLICY,
     SchedulePolicy,
+    as_policy,
+    with_policy_keywords,
 )
-from clusterclip.schedule.stream import ScheduleStream, materialise, rechunk
+from clusterclip.schedule.prepare import Prepared
+from clusterclip.schedule.stream import ScheduleStream, materialise, outside_package, rechunk
+from clusterclip.schedule.units import Units, validate_duplicate_of
 
 __all__ = [
     "ScheduleConfig",
@@ -30,30 +47,113 @@ __all__ = [
     "materialise",
     "open_stream",
     "rechunk",
+    "schedule_config",
 ]
 
 
+def _check_index(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise invalid(name, f"an int in [{low}, inf)", value, f"Pass {hint(name, low)} or more.")
+    return int(value)
+
+
+def _prepared(
+    policy: SchedulePolicy, labels: Any, lengths: Any, duplicate_of: Any, levels: Any
+) -> Prepared:
+    """The policy applied to validated inputs: labels, lengths, units, tree and the config."""
+    out_of_range = labels_out_of_range(labels)
+    labels = validate_labels(labels)
+    if levels is not None and not policy.kind.uses_levels:
+        raise invalid(
+            "levels",
+            f"None unless {hint('policy', 'hierarchical')}",
+            f"levels with {hint('policy', policy.policy)}",
+            f"Pass {hint('policy', 'hierarchical')} to draw down the cluster tree.",
+        )
+    hierarchy = validate_levels(levels, labels)
+    units, optional = None, {}  # config fields recorded only when used
+    if duplicate_of is not None:
+        representatives = validate_duplicate_of(duplicate_of, labels)
+        units = Units(representatives, labels)
+        optional = {
+            "duplicates": "group",
+            "duplicates_fingerprint": fingerprint_array(representatives),
+        }
+    if hierarchy is not None:  # the tree, not the rows: excluded rows do not count
+        optional["levels_fingerprint"] = hierarchy.fingerprint()
+    if out_of_range:  # excluded like negative labels, but said and recorded
+        warnings.warn(
+            f"clusterclip: {out_of_range_message(out_of_range, labels.size)}",
+            UserWarning,
+            stacklevel=outside_package(),
+        )
+        optional["labels_out_of_range"] = out_of_range
+    lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
+    if policy.num_tokens is not None and lengths_array is None:
+        raise invalid(
+            "lengths",
+            f"given when {spell('num_tokens')} is used",
+            None,
+            f"Pass {spell('lengths')} (tokens per document) with {spell('num_tokens')}.",
+        )
+    config = ScheduleConfig(
+        policy=policy.policy,
+        max_repeats=policy.kind.effective_max_repeats(policy.max_repeats),
+        num_samples=policy.num_samples,
+        num_tokens=policy.num_tokens,
+        alpha=policy.alpha,
+        cluster_weights=_weights_for(policy, labels),
+        order=policy.order,
+        on_exhausted=policy.on_exhausted,
+        seed=policy.seed,
+        n_documents=int(labels.shape[0]),
+        labels_fingerprint=labels_fingerprint(labels),
+        lengths_fingerprint=None if lengths_array is None else fingerprint_array(lengths_array),
+        schedule_version=policy.schedule_version,  # resolved by the value
+        **optional,
+    )
+    return Prepared(labels, lengths_array, config, policy.kind, units, hierarchy)
+
+
+def _weights_for(policy: SchedulePolicy, labels: np.ndarray) -> tuple[float, ...] | None:
+    """``cluster_weights`` checked against the labels, cut to one per cluster id."""
+    if policy.cluster_weights is None:
+        return None
+    array = np.asarray(policy.cluster_weights, dtype=np.float64)
+    n_labels = int(labels.max()) + 1
+    if array.shape[0] < n_labels:
+        raise invalid(
+            "cluster_weights",
+            f"a 1-D array with one weight per cluster id (length >= {n_labels})",
+            f"shape {array.shape}",
+        )
+    present = np.unique(labels[labels >= 0])
+    if not np.any(array[present] > 0):
+        raise invalid(
+            "cluster_weights",
+            "positive for at least one non-empty cluster",
+            "all zero",
+            "Give some cluster a weight > 0.",
+        )
+    return policy.cluster_weights[:n_labels]
+
+
+@with_policy_keywords
 def open_stream(
     labels: Any,
+    policy: SchedulePolicy | str = DEFAULT_POLICY,
     *,
-    policy: str = DEFAULT_POLICY,
-    max_repeats: int | None = DEFAULT_MAX_REPEATS,
-    num_samples: int | None = None,
-    num_tokens: int | None = None,
     lengths: Any = None,
-    alpha: float | None = None,
-    cluster_weights: Any = None,
-    order: str = DEFAULT_ORDER,
-    on_exhausted: str = DEFAULT_ON_EXHAUSTED,
-    seed: int,
-    schedule_version: int | None = None,
     duplicate_of: Any = None,
     levels: Any = None,
+    **settings: Any,
 ) -> ScheduleStream:
-    """Validate every argument and return the engine (used by the adapters and the CLI).
+    """The streaming engine of ``policy`` over ``labels`` (what the adapters and the stage read).
 
-    The keyword twin of :meth:`SchedulePolicy.stream`; the stream's ``config``
-    is the validated :class:`ScheduleConfig`.
+    Parameters as for :func:`build_schedule`. ``open_stream(...).blocks(start)``
+    yields the global schedule from position ``start``; ``.config`` is the
+    validated, fingerprinted :class:`ScheduleConfig`. Memory is O(N + K),
+    independent of the budget.
 
     Examples
     --------
@@ -61,77 +161,52 @@ def open_stream(
     >>> stream.config.max_repeats, stream.end
     (4, 4)
     """
-    return SchedulePolicy(
-        policy=policy,
-        max_repeats=max_repeats,
-        num_samples=num_samples,
-        num_tokens=num_tokens,
-        alpha=alpha,
-        cluster_weights=cluster_weights,
-        order=order,
-        on_exhausted=on_exhausted,
-        seed=seed,
-        schedule_version=schedule_version,
-    ).stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
+    value = as_policy(policy, settings)
+    return ScheduleStream(_prepared(value, labels, lengths, duplicate_of, levels))
 
 
-def build_schedule(
+@with_policy_keywords
+def schedule_config(
     labels: Any,
+    policy: SchedulePolicy | str = DEFAULT_POLICY,
     *,
-    policy: str = DEFAULT_POLICY,
-    max_repeats: int | None = DEFAULT_MAX_REPEATS,
-    num_samples: int | None = None,
-    num_tokens: int | None = None,
     lengths: Any = None,
-    alpha: float | None = None,
-    cluster_weights: Any = None,
-    order: str = DEFAULT_ORDER,
-    on_exhausted: str = DEFAULT_ON_EXHAUSTED,
-    seed: int,
-    schedule_version: int | None = None,
     duplicate_of: Any = None,
     levels: Any = None,
+    **settings: Any,
+) -> ScheduleConfig:
+    """The recorded :class:`ScheduleConfig` of ``policy`` over these inputs, without drawing.
+
+    >>> schedule_config(np.array([0, 1]), "uniform", num_samples=4, seed=0).max_repeats is None
+    True
+    """
+    value = as_policy(policy, settings)
+    return _prepared(value, labels, lengths, duplicate_of, levels).config
+
+
+@with_policy_keywords
+def build_schedule(
+    labels: Any,
+    policy: SchedulePolicy | str = DEFAULT_POLICY,
+    *,
+    lengths: Any = None,
+    duplicate_of: Any = None,
+    levels: Any = None,
+    **settings: Any,
 ) -> Schedule:
     """Build the whole ClusterClip schedule in memory.
-
-    The keyword twin of ``SchedulePolicy(...).build(labels, lengths)``
-    (:class:`~clusterclip.schedule.policy.SchedulePolicy`); the defaults are
-    declared there.
 
     Parameters
     ----------
     labels : array_like of int, shape (N,)
         Cluster id of every document; negative ids are excluded.
-    policy : {"clusterclip", "uniform", "temperature", "random", "hierarchical"}
-        ``clusterclip``: clusters drawn uniformly, documents clipped at
-        ``max_repeats``; ``uniform``: the same without clip (``max_repeats`` is
-        ignored); ``temperature``: cluster weights ``|C_k|**alpha`` (clip if
-        ``max_repeats`` is not None); ``random``: shuffled passes over the corpus;
-        ``hierarchical``: uniform over the top level of ``levels``, then over
-        the chosen node's children, down to a cluster, clipped as ``clusterclip``.
-    max_repeats : int or None
-        Most appearances of any document (R); None = no clip.
-    num_samples, num_tokens : int
-        The budget: exactly one. ``num_tokens`` needs ``lengths`` and ends the
-        schedule at the first position where the cumulative tokens reach it.
+    policy : SchedulePolicy or str
+        The settings, as one :class:`~clusterclip.schedule.policy.SchedulePolicy`
+        value; or the name of a registered policy (``"clusterclip"``, the
+        default; ``"uniform"``, ``"temperature"``, ``"random"``,
+        ``"hierarchical"``) with the other settings as keywords.
     lengths : array_like of int, shape (N,), optional
-        Tokens per document.
-    alpha : float, optional
-        Temperature exponent (``policy="temperature"`` only).
-    cluster_weights : array_like of float, optional
-        Weight per cluster id (``uniform``/``clusterclip`` only); 0 excludes a cluster.
-    order : {"online", "planned"}
-        ``online``: the paper's rule (DESIGN.md section 2); ``planned``: plan
-        each cluster's draws for the whole budget, spread them evenly (docs/sampler.md).
-    on_exhausted : {"stop", "random", "error"}
-        What happens when every cluster is clipped before the budget is met.
-    seed : int
-        In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
-    schedule_version : {None, 1, 2, 3, 4}
-        The draw rule: None (default) for the rule of new schedules
-        (``SCHEDULE_VERSION``, 4); 1 (seeds below 2**32), 2 (above) or 3 to
-        reproduce a schedule or checkpoint of an earlier release
-        (docs/sampler.md, "Schedule versions").
+        Tokens per document (required with a ``num_tokens`` budget).
     duplicate_of : array_like of int, shape (N,), optional
         Near-duplicate groups: the representative (lowest index) of every
         document's group, its own index when it has no copy
@@ -146,6 +221,11 @@ def build_schedule(
         hierarchical cluster stage, or a source -> topic taxonomy). Every
         cluster needs one ancestor path; rows of excluded documents are
         ignored. None: the flat ``clusterclip`` rule.
+    **settings
+        With a policy name only: the fields of ``SchedulePolicy``
+        (``max_repeats``, ``num_samples`` or ``num_tokens``, ``alpha``,
+        ``cluster_weights``, ``order``, ``on_exhausted``, ``seed`` (required),
+        ``schedule_version``), with the defaults and meaning documented there.
 
     Returns
     -------
@@ -154,7 +234,7 @@ def build_schedule(
 
     Notes
     -----
-    Deterministic: the same labels, arguments, seed and ``SCHEDULE_VERSION``
+    Deterministic: the same labels, settings, seed and ``SCHEDULE_VERSION``
     give a byte-identical schedule on any machine; :func:`iter_schedule` and
     :class:`clusterclip.ClusterClipSampler` produce the same sequence.
 
@@ -164,39 +244,31 @@ def build_schedule(
     >>> schedule = build_schedule(labels, max_repeats=2, num_samples=10, seed=0)
     >>> schedule.indices.shape, int(schedule.stats.max_repeats_per_document) <= 2
     ((10,), True)
+    >>> policy = SchedulePolicy(max_repeats=2, num_samples=10, seed=0)
+    >>> build_schedule(labels, policy).indices.tolist() == schedule.indices.tolist()
+    True
     """
-    return SchedulePolicy(
-        policy=policy,
-        max_repeats=max_repeats,
-        num_samples=num_samples,
-        num_tokens=num_tokens,
-        alpha=alpha,
-        cluster_weights=cluster_weights,
-        order=order,
-        on_exhausted=on_exhausted,
-        seed=seed,
-        schedule_version=schedule_version,
-    ).build(labels, lengths, duplicate_of=duplicate_of, levels=levels)
+    value = as_policy(policy, settings)
+    stream = open_stream(labels, value, lengths=lengths, duplicate_of=duplicate_of, levels=levels)
+    draws = expected_draws(
+        stream.end, num_tokens=value.num_tokens, labels=stream.prep.labels,
+        lengths=stream.prep.lengths,
+    )  # fmt: skip
+    check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
+    return stream.collect()
 
 
+@with_policy_keywords
 def iter_schedule(
     labels: Any,
+    policy: SchedulePolicy | str = DEFAULT_POLICY,
     *,
-    policy: str = DEFAULT_POLICY,
-    max_repeats: int | None = DEFAULT_MAX_REPEATS,
-    num_samples: int | None = None,
-    num_tokens: int | None = None,
     lengths: Any = None,
-    alpha: float | None = None,
-    cluster_weights: Any = None,
-    order: str = DEFAULT_ORDER,
-    on_exhausted: str = DEFAULT_ON_EXHAUSTED,
-    seed: int,
-    schedule_version: int | None = None,
     start: int = 0,
     block_size: int = 65536,
     duplicate_of: Any = None,
     levels: Any = None,
+    **settings: Any,
 ) -> Iterator[np.ndarray]:
     """Stream the global schedule in int64 blocks, from global position ``start``.
 
@@ -224,22 +296,8 @@ def iter_schedule(
     >>> [len(b) for b in blocks]
     [4, 2]
     """
-    return SchedulePolicy(
-        policy=policy,
-        max_repeats=max_repeats,
-        num_samples=num_samples,
-        num_tokens=num_tokens,
-        alpha=alpha,
-        cluster_weights=cluster_weights,
-        order=order,
-        on_exhausted=on_exhausted,
-        seed=seed,
-        schedule_version=schedule_version,
-    ).iterate(
-        labels,
-        lengths,
-        start=start,
-        block_size=block_size,
-        duplicate_of=duplicate_of,
-        levels=levels,
-    )
+    value = as_policy(policy, settings)
+    start = _check_index("start", start, 0)
+    block_size = _check_index("block_size", block_size, 1)
+    stream = open_stream(labels, value, lengths=lengths, duplicate_of=duplicate_of, levels=levels)
+    return rechunk(stream.blocks(start), block_size)

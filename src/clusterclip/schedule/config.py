@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -19,12 +20,15 @@ import numpy as np
 
 from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
+from clusterclip.schedule.policies import cluster_cap
 
 __all__ = [
     "SCHEDULE_VERSION",
     "SUPPORTED_VERSIONS",
+    "TREE_VERSIONS",
     "ScheduleConfig",
     "check_schedule_version",
+    "cluster_cap_of",
     "labels_fingerprint",
     "labels_out_of_range",
     "schedule_version_for",
@@ -49,6 +53,11 @@ SCHEDULE_VERSION = 4
 
 #: Every draw-rule version this release produces.
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
+
+#: The versions whose rule can draw down a cluster tree (``policy="hierarchical"``);
+#: version 3's windows draw over a flat cluster list. The policy checks this without
+#: loading the engine; ``rules.DRAW_RULES[v].draws_trees`` agrees (tested).
+TREE_VERSIONS = (1, 2, 4)
 
 _VERSION_RULE = "one of 1 (seeds < 2**32), 2 (seeds >= 2**32), 3 or 4 (the default: None)"
 
@@ -145,6 +154,11 @@ class ScheduleConfig:
     levels_fingerprint: str | None = None
     labels_out_of_range: int = 0
 
+    @property
+    def cluster_cap(self) -> int | None:
+        """The cap at which clusters are clipped one by one (None: none is); see :func:`cluster_cap_of`."""
+        return cluster_cap(self.policy, self.max_repeats)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (tuples become lists; the duplicates and levels fields only when used)."""
         out = asdict(self)
@@ -183,6 +197,22 @@ class ScheduleConfig:
                     f"{spell(key)} (saved {_short(theirs.get(key))}, now {_short(mine.get(key))})"
                 )
         return lines
+
+
+def cluster_cap_of(recorded: Mapping[str, Any]) -> int | None:
+    """The cap that clips clusters one by one, from a recorded config (``schedule.json``'s).
+
+    What the report and the CLI ask of a saved schedule's settings, without the
+    engine: the policy registry says whether the policy clips clusters (not
+    ``uniform``, nor ``random``, whose cap ends the whole corpus's passes). A
+    config missing the policy or the cap has none.
+
+    >>> cluster_cap_of({"policy": "clusterclip", "max_repeats": 4})
+    4
+    >>> cluster_cap_of({"policy": "random", "max_repeats": 4}), cluster_cap_of({})
+    (None, None)
+    """
+    return cluster_cap(str(recorded.get("policy")), recorded.get("max_repeats"))
 
 
 def _short(value: Any) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from clusterclip.errors import invalid, spell
 
-__all__ = ["POLICIES", "Policy", "TemperaturePolicy"]
+__all__ = ["POLICIES", "Policy", "TemperaturePolicy", "cluster_cap"]
 
 
 @dataclass(frozen=True)
@@ -157,3 +157,20 @@ POLICIES: dict[str, Policy] = {
         ),
     )
 }
+
+
+def cluster_cap(policy: str, max_repeats: int | None) -> int | None:
+    """The repetition cap at which clusters are clipped one by one, or None.
+
+    None when there is no finite cap, when the policy never clips (``uniform``),
+    when it draws the corpus as one group (``random``: its cap ends the whole
+    schedule, not a cluster) and for a name this release does not register.
+    ``max_repeats`` is the recorded (effective) cap of a schedule's config.
+
+    >>> cluster_cap("clusterclip", 4), cluster_cap("random", 4), cluster_cap("uniform", None)
+    (4, None, None)
+    """
+    kind = POLICIES.get(policy)
+    if kind is None or not kind.clips or kind.single_group or max_repeats is None:
+        return None
+    return int(max_repeats)

@@ -1,10 +1,12 @@
-"""The schedule policy as a value: :class:`SchedulePolicy` and the registered policies.
+"""The schedule's settings as one value: :class:`SchedulePolicy`.
 
-Every setting of a schedule is declared once, here, on a field of
-:class:`SchedulePolicy` (default, allowed choices and one line of help in the
-field's ``metadata``), so the CLI flags, the TOML keys, the documentation table
-and the keyword functions (:func:`clusterclip.build_schedule`, ...) all take
-them from one place::
+Every setting of a schedule is declared once, here, as an :func:`~clusterclip.options.option`
+field of :class:`SchedulePolicy` (default, choices, help and checks). The schedule
+stage's options (:class:`~clusterclip.schedule.options.ScheduleOptions`: this
+policy plus ``epochs`` and ``duplicates``), and through them the CLI flags, the
+TOML ``[schedule]`` keys and ``docs/configuration.md``, are generated from it;
+the keyword shortcuts of :func:`clusterclip.build_schedule` and
+:class:`clusterclip.ClusterClipSampler` are its fields::
 
     >>> import dataclasses
     >>> {f.name: f.default for f in dataclasses.fields(SchedulePolicy)}["max_repeats"]
@@ -12,45 +14,37 @@ them from one place::
 
 A policy value validates everything that does not need the labels when it is
 made (``__post_init__``); what needs them (the length of ``cluster_weights``,
-``lengths`` for a token budget) is checked when it is applied to labels by
-:meth:`SchedulePolicy.build`, :meth:`SchedulePolicy.stream` or
-:meth:`SchedulePolicy.config_for`.
+``lengths`` for a token budget) is checked when it is applied to labels
+(:mod:`clusterclip.schedule.api`).
 
-The policies themselves are small objects in the :data:`POLICIES` registry
+This module imports no engine (tested): the CLI builds its parser from it. The
+policies themselves are small objects in the :data:`POLICIES` registry
 (:mod:`clusterclip.schedule.policies`, re-exported here).
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
-from typing import Any
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clusterclip.errors import hint, invalid, spell
-from clusterclip.io import fingerprint_array
-from clusterclip.options import check_seed
+from clusterclip.options import check_fields, option
 from clusterclip.schedule.config import (
     SUPPORTED_VERSIONS,
+    TREE_VERSIONS,
     ScheduleConfig,
     check_schedule_version,
-    labels_fingerprint,
-    labels_out_of_range,
-    out_of_range_message,
-    validate_labels,
-    validate_lengths,
 )
-from clusterclip.schedule.hierarchy import Hierarchy, validate_levels
-from clusterclip.schedule.io import Schedule
-from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.policies import POLICIES, Policy, TemperaturePolicy
-from clusterclip.schedule.prepare import Prepared
-from clusterclip.schedule.rules import draw_rule
-from clusterclip.schedule.stream import ScheduleStream, outside_package, rechunk
-from clusterclip.schedule.units import Units, validate_duplicate_of
+
+if TYPE_CHECKING:  # applying a policy is the engine's work: imported when called
+    from clusterclip.schedule.io import Schedule
+    from clusterclip.schedule.stream import ScheduleStream
 
 __all__ = [
     "DEFAULT_MAX_REPEATS",
@@ -63,9 +57,11 @@ __all__ = [
     "Policy",
     "SchedulePolicy",
     "TemperaturePolicy",
+    "as_policy",
+    "with_policy_keywords",
 ]
 
-#: The defaults, declared once (the keyword functions and the sampler use these).
+#: The defaults, declared once (the fields below use these).
 DEFAULT_POLICY = "clusterclip"
 DEFAULT_MAX_REPEATS = 4
 DEFAULT_ORDER = "online"
@@ -75,22 +71,6 @@ DEFAULT_ON_EXHAUSTED = "stop"
 ORDERS = ("online", "planned")
 #: ``on_exhausted`` choices: what happens when every cluster is clipped before the budget.
 EXHAUSTION_RULES = ("stop", "random", "error")
-
-
-# --------------------------------------------------------------------------- the value
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise invalid(name, f"an int in [{low}, inf)", value, f"Pass {hint(name, low)} or more.")
-    return int(value)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        listed = ", ".join(repr(c) for c in choices)
-        raise invalid(name, f"one of {listed}", value)
-    return value
 
 
 def _listed(names: list[str]) -> str:
@@ -104,7 +84,7 @@ class SchedulePolicy:
 
     Parameters
     ----------
-    policy : {"clusterclip", "uniform", "temperature", "random", "hierarchical"}
+    policy : {"random", "uniform", "clusterclip", "temperature", "hierarchical"}
         See :data:`POLICIES`. ``hierarchical`` draws down the cluster tree
         given as ``levels`` when applied (online order, default draw rule).
     max_repeats : int or None
@@ -123,105 +103,105 @@ class SchedulePolicy:
         In [0, 2**63-1]; required. Distinct seeds give distinct schedules.
     schedule_version : {None, 1, 2, 3, 4}
         The draw rule. None (default): the rule of new schedules,
-        ``SCHEDULE_VERSION`` (4). 1 (seeds below 2**32) or 2 (above): the
-        default rule of earlier releases; 3: the earlier opt-in rule; pass the
-        version a checkpoint or saved schedule records to resume it exactly
-        (docs/sampler.md, "Schedule versions").
+        ``SCHEDULE_VERSION`` (4), which the value then holds. 1 (seeds below
+        2**32) or 2 (above): the default rule of earlier releases; 3: the
+        earlier opt-in rule; pass the version a checkpoint or saved schedule
+        records to resume it exactly (docs/sampler.md, "Schedule versions").
 
     Notes
     -----
     Each field's default, choices and help are in ``dataclasses.fields(SchedulePolicy)``
-    (``metadata["help"]``, ``metadata.get("choices")``). Applying the same value
-    to the same labels (and lengths) gives a byte-identical schedule for a given
-    ``SCHEDULE_VERSION``, whichever route is used (:meth:`build`,
-    :meth:`iterate`, :meth:`stream`, :func:`clusterclip.build_schedule`,
-    :class:`clusterclip.ClusterClipSampler`).
+    (``metadata["help"]``, ``metadata["choices"]``). Applying the same value to
+    the same labels (and lengths) gives a byte-identical schedule for a given
+    ``SCHEDULE_VERSION``, whichever route is used (:func:`clusterclip.build_schedule`,
+    :func:`clusterclip.iter_schedule`, :func:`clusterclip.schedule.api.open_stream`,
+    :class:`clusterclip.ClusterClipSampler`, or the methods below).
 
     Examples
     --------
+    >>> from clusterclip import build_schedule
     >>> labels = np.array([0, 0, 0, 0, 1, 2, 2])
     >>> policy = SchedulePolicy(max_repeats=2, num_samples=10, seed=0)
-    >>> schedule = policy.build(labels)
+    >>> schedule = build_schedule(labels, policy)
     >>> schedule.indices.shape, schedule.config.policy
     ((10,), 'clusterclip')
     >>> SchedulePolicy(num_samples=10, seed=0, order="spread")
     Traceback (most recent call last):
     ...
-    clusterclip.errors.ClusterClipError: `order` must be one of 'online', 'planned'; got 'spread'.
+    clusterclip.errors.ClusterClipError: `order` must be one of online, planned; got 'spread'.
     """
 
-    policy: str = field(
-        default=DEFAULT_POLICY,
-        metadata={
-            "help": "Sampling policy: "
-            + "; ".join(f"{p.name}: {p.help}" for p in POLICIES.values())
-            + ".",
-            "choices": tuple(POLICIES),
-        },
+    policy: str = option(
+        DEFAULT_POLICY,
+        "Sampling policy: " + "; ".join(f"{p.name}: {p.help}" for p in POLICIES.values()) + ".",
+        choices=tuple(POLICIES),
     )
-    max_repeats: int | None = field(
-        default=DEFAULT_MAX_REPEATS,
-        metadata={"help": "Repetition cap R per document (None: no cap)."},
+    max_repeats: int | None = option(
+        DEFAULT_MAX_REPEATS,
+        "Repetition cap R per document (none, inf or infinity: no cap). For a budget of "
+        "several passes, about twice the passes (docs/results.md, 'Which to pick').",
+        kind="int_or_none",
+        minimum=1,
     )
-    num_samples: int | None = field(
-        default=None, metadata={"help": "Budget: schedule length in documents."}
+    num_samples: int | None = option(
+        None, "Budget: schedule length in documents.", kind="int", minimum=1
     )
-    num_tokens: int | None = field(
-        default=None,
-        metadata={"help": "Budget: tokens (needs the tokens of every document)."},
+    num_tokens: int | None = option(
+        None,
+        "Budget: tokens (needs every document's token count: `lengths`, or the encoder's "
+        "counts in a work directory).",
+        kind="int",
+        minimum=1,
     )
-    alpha: float | None = field(
-        default=None,
-        metadata={"help": "Temperature policy exponent: cluster weights |C_k|**alpha."},
+    alpha: float | None = option(
+        None, "Temperature policy exponent: cluster weights |C_k|^alpha.", kind="float"
     )
-    cluster_weights: tuple[float, ...] | None = field(
-        default=None,
-        metadata={"help": "Custom weight per cluster id (uniform/clusterclip); 0 excludes one."},
+    cluster_weights: tuple[float, ...] | None = option(
+        None,
+        "Custom weight per cluster id (uniform/clusterclip; 0 excludes a cluster). A TOML "
+        "list, or an array in Python.",
+        kind="list_float",
+        cli=False,
     )
-    order: str = field(
-        default=DEFAULT_ORDER,
-        metadata={
-            "help": "online: the paper's clip (small clusters early); planned: per-cluster "
-            "draws planned for the budget, spread evenly.",
-            "choices": ORDERS,
-        },
+    order: str = option(
+        DEFAULT_ORDER,
+        "online: the paper's clip (small clusters early); planned: per-cluster draws "
+        "planned for the budget, spread evenly (the more even choice across corpora at "
+        "several passes, docs/results.md).",
+        choices=ORDERS,
     )
-    on_exhausted: str = field(
-        default=DEFAULT_ON_EXHAUSTED,
-        metadata={
-            "help": "When every cluster is clipped before the budget: stop early, continue "
-            "with random passes, or fail.",
-            "choices": EXHAUSTION_RULES,
-        },
+    on_exhausted: str = option(
+        DEFAULT_ON_EXHAUSTED,
+        "When every cluster is clipped before the budget: stop early, continue randomly, or fail.",
+        choices=EXHAUSTION_RULES,
     )
-    seed: int = field(
-        metadata={"help": "Seed of every random choice (an int in [0, 2**63-1]; required)."}
+    seed: int = option(
+        dataclasses.MISSING, "Seed of the schedule (an int in [0, 2**63-1]).", kind="seed"
     )
-    schedule_version: int | None = field(
-        default=None,
-        metadata={
-            "help": "Draw rule: None for the rule of new schedules (4), or the version a "
-            "checkpoint records (1, 2, 3) to resume it exactly.",
-            "choices": SUPPORTED_VERSIONS,
-        },
+    schedule_version: int | None = option(
+        None,
+        "Draw rule: the rule of new schedules (4, when unset), or the version an earlier "
+        "schedule or checkpoint records (1, 2, 3) to reproduce it (docs/sampler.md).",
+        kind="int",
+        choices=SUPPORTED_VERSIONS,
     )
 
     def __post_init__(self) -> None:
-        # The order of the checks is the order of the messages users saw before.
-        kind = POLICIES[_check_choice("policy", self.policy, tuple(POLICIES))]
-        _check_choice("order", self.order, ORDERS)
-        _check_choice("on_exhausted", self.on_exhausted, EXHAUSTION_RULES)
-        self._set("seed", check_seed(self.seed))
-        self._set("schedule_version", check_schedule_version(self.schedule_version, self.seed))
-        if self.max_repeats is not None:
-            self._set("max_repeats", _check_int("max_repeats", self.max_repeats, 1))
+        self._normalise_weights()  # an array becomes the tuple the declared kind checks
+        check_fields(self)
+        self._check_version()
         self._check_budget()
+        kind = self.kind
         self._check_alpha(kind)
         self._check_weights(kind)
         self._check_levels_rule(kind)
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # normalising a frozen value once, when made
+
+    def _check_version(self) -> None:
+        """The draw rule, resolved: None becomes ``SCHEDULE_VERSION``."""
+        self._set("schedule_version", check_schedule_version(self.schedule_version, self.seed))
 
     def _check_budget(self) -> None:
         if (self.num_samples is None) == (self.num_tokens is None):
@@ -232,10 +212,6 @@ class SchedulePolicy:
                 f"Pass {spell('num_samples')} (draws) or {spell('num_tokens')} (tokens, with "
                 f"{spell('lengths')}), not both.",
             )
-        if self.num_samples is not None:
-            self._set("num_samples", _check_int("num_samples", self.num_samples, 1))
-        if self.num_tokens is not None:
-            self._set("num_tokens", _check_int("num_tokens", self.num_tokens, 1))
 
     def _check_alpha(self, kind: Policy) -> None:
         alpha = self.alpha
@@ -249,32 +225,17 @@ class SchedulePolicy:
                     f"Pass {hint('policy', takers[0])} to weight clusters by size**alpha.",
                 )
             return
-        if (
-            alpha is None
-            or isinstance(alpha, bool)
-            or not isinstance(alpha, (int, float, np.number))
-        ):
+        if alpha is None:
             raise invalid(
                 "alpha",
                 f"a finite float for {hint('policy', kind.name)}",
                 alpha,
                 f"Pass e.g. {hint('alpha', 0.5)} (0 = uniform, 1 = natural sizes).",
             )
-        if not math.isfinite(float(alpha)):
-            raise invalid("alpha", "a finite float", alpha, f"Pass e.g. {hint('alpha', 0.5)}.")
-        self._set("alpha", float(alpha))
 
-    def _check_weights(self, kind: Policy) -> None:
+    def _normalise_weights(self) -> None:
         if self.cluster_weights is None:
             return
-        if not kind.accepts_weights:
-            takers = [p.name for p in POLICIES.values() if p.accepts_weights]
-            raise invalid(
-                "cluster_weights",
-                f"None unless policy is {_listed(takers)}",
-                f"weights with {hint('policy', kind.name)}",
-                "Custom weights replace the equal cluster weights of those policies.",
-            )
         try:
             array = np.asarray(self.cluster_weights, dtype=np.float64)
         except (TypeError, ValueError):
@@ -293,6 +254,16 @@ class SchedulePolicy:
             )
         self._set("cluster_weights", tuple(float(w) for w in array))
 
+    def _check_weights(self, kind: Policy) -> None:
+        if self.cluster_weights is not None and not kind.accepts_weights:
+            takers = [p.name for p in POLICIES.values() if p.accepts_weights]
+            raise invalid(
+                "cluster_weights",
+                f"None unless policy is {_listed(takers)}",
+                f"weights with {hint('policy', kind.name)}",
+                "Custom weights replace the equal cluster weights of those policies.",
+            )
+
     def _check_levels_rule(self, kind: Policy) -> None:
         if not kind.uses_levels:
             return
@@ -304,7 +275,7 @@ class SchedulePolicy:
                 f"{hint('order', 'planned')} does not support {hint('policy', kind.name)} "
                 "(its plan is per cluster, not per level): use the online order.",
             )
-        if not draw_rule(self.schedule_version).draws_trees:
+        if self.schedule_version is not None and self.schedule_version not in TREE_VERSIONS:
             raise invalid(
                 "schedule_version",
                 f"the default rule (None) with {hint('policy', kind.name)}",
@@ -327,164 +298,52 @@ class SchedulePolicy:
         >>> SchedulePolicy.from_config(config) == SchedulePolicy(num_samples=5, seed=1)
         True
         """
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
+        return cls(**{f.name: getattr(config, f.name) for f in fields(SchedulePolicy)})
 
-    def _resolve(
-        self, labels: Any, lengths: Any, duplicate_of: Any = None, levels: Any = None
-    ) -> tuple[np.ndarray, np.ndarray | None, ScheduleConfig, Units | None, Hierarchy | None]:
-        """Validated labels and lengths, the config they give, the units and the cluster tree."""
-        out_of_range = labels_out_of_range(labels)
-        labels = validate_labels(labels)
-        if levels is not None and not self.kind.uses_levels:
-            raise invalid(
-                "levels",
-                f"None unless {hint('policy', 'hierarchical')}",
-                f"levels with {hint('policy', self.policy)}",
-                f"Pass {hint('policy', 'hierarchical')} to draw down the cluster tree.",
-            )
-        hierarchy = validate_levels(levels, labels)
-        units, optional = None, {}  # config fields recorded only when used
-        if duplicate_of is not None:
-            representatives = validate_duplicate_of(duplicate_of, labels)
-            units = Units(representatives, labels)
-            optional = {
-                "duplicates": "group",
-                "duplicates_fingerprint": fingerprint_array(representatives),
-            }
-        if hierarchy is not None:  # the tree, not the rows: excluded rows do not count
-            optional["levels_fingerprint"] = hierarchy.fingerprint()
-        if out_of_range:  # excluded like negative labels, but said and recorded
-            warnings.warn(
-                f"clusterclip: {out_of_range_message(out_of_range, labels.size)}",
-                UserWarning,
-                stacklevel=outside_package(),
-            )
-            optional["labels_out_of_range"] = out_of_range
-        lengths_array = None if lengths is None else validate_lengths(lengths, labels.shape[0])
-        if self.num_tokens is not None and lengths_array is None:
-            raise invalid(
-                "lengths",
-                f"given when {spell('num_tokens')} is used",
-                None,
-                f"Pass {spell('lengths')} (tokens per document) with {spell('num_tokens')}.",
-            )
-        return (
-            labels,
-            lengths_array,
-            ScheduleConfig(
-                policy=self.policy,
-                max_repeats=self.kind.effective_max_repeats(self.max_repeats),
-                num_samples=self.num_samples,
-                num_tokens=self.num_tokens,
-                alpha=self.alpha,
-                cluster_weights=self._weights_for(labels),
-                order=self.order,
-                on_exhausted=self.on_exhausted,
-                seed=self.seed,
-                n_documents=int(labels.shape[0]),
-                labels_fingerprint=labels_fingerprint(labels),
-                lengths_fingerprint=None
-                if lengths_array is None
-                else fingerprint_array(lengths_array),
-                schedule_version=self.schedule_version,
-                **optional,
-            ),
-            units,
-            hierarchy,
-        )
-
-    def _weights_for(self, labels: np.ndarray) -> tuple[float, ...] | None:
-        """``cluster_weights`` checked against the labels, cut to one per cluster id."""
-        if self.cluster_weights is None:
-            return None
-        array = np.asarray(self.cluster_weights, dtype=np.float64)
-        n_labels = int(labels.max()) + 1
-        if array.shape[0] < n_labels:
-            raise invalid(
-                "cluster_weights",
-                f"a 1-D array with one weight per cluster id (length >= {n_labels})",
-                f"shape {array.shape}",
-            )
-        present = np.unique(labels[labels >= 0])
-        if not np.any(array[present] > 0):
-            raise invalid(
-                "cluster_weights",
-                "positive for at least one non-empty cluster",
-                "all zero",
-                "Give some cluster a weight > 0.",
-            )
-        return self.cluster_weights[:n_labels]
-
-    # -- applying it ----------------------------------------------------------
+    # -- applying it (the engine is imported when a method is called) -------
     def config_for(
         self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None, levels: Any = None
     ) -> ScheduleConfig:
         """The recorded, fingerprinted :class:`ScheduleConfig` for these inputs.
 
-        Parameters
-        ----------
-        labels : array_like of int, shape (N,)
-            Cluster id of every document; negative ids are excluded.
-        lengths : array_like of int, shape (N,), optional
-            Tokens per document (required with ``num_tokens``).
-        duplicate_of : array_like of int, shape (N,), optional
-            Representative of every document's near-duplicate group (its own
-            index when it has no copy): each group is drawn as one unit whose
-            members take turns (:mod:`clusterclip.schedule.units`). None: no grouping.
-        levels : array_like of int, shape (N, L - 1), optional
-            ``policy="hierarchical"`` only: the ancestors of every document's
-            cluster, coarsest first (:mod:`clusterclip.schedule.hierarchy`);
-            rows of excluded documents are ignored. None: a flat run (the
-            ``clusterclip`` rule).
+        Same as :func:`clusterclip.schedule.api.schedule_config` with this policy.
 
-        Examples
-        --------
         >>> SchedulePolicy(policy="uniform", num_samples=4, seed=0).config_for(
         ...     np.array([0, 1])).max_repeats is None
         True
         """
-        return self._resolve(labels, lengths, duplicate_of, levels)[2]
+        from clusterclip.schedule.api import schedule_config
+
+        return schedule_config(labels, self, lengths=lengths, duplicate_of=duplicate_of,
+                               levels=levels)  # fmt: skip
 
     def stream(
         self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None, levels: Any = None
     ) -> ScheduleStream:
-        """The streaming engine of this policy over ``labels`` (what the adapters read).
+        """The streaming engine of this policy over ``labels``: :func:`~clusterclip.schedule.api.open_stream`.
 
-        ``stream(...).blocks(start)`` yields the global schedule from position
-        ``start``; ``.config`` is :meth:`config_for` of the same inputs. Memory is
-        O(N + K), independent of the budget.
-
-        Examples
-        --------
         >>> stream = SchedulePolicy(num_samples=6, seed=0).stream(np.array([0, 0, 1]))
         >>> int(sum(block.size for block in stream.blocks(0)))
         6
         """
-        labels, lengths_array, config, units, hierarchy = self._resolve(
-            labels, lengths, duplicate_of, levels
-        )
-        return ScheduleStream(Prepared(labels, lengths_array, config, self.kind, units, hierarchy))
+        from clusterclip.schedule.api import open_stream
+
+        return open_stream(labels, self, lengths=lengths, duplicate_of=duplicate_of,
+                           levels=levels)  # fmt: skip
 
     def build(
         self, labels: Any, lengths: Any = None, *, duplicate_of: Any = None, levels: Any = None
     ) -> Schedule:
-        """The whole schedule in memory: indices, statistics and config.
+        """The whole schedule in memory: :func:`clusterclip.build_schedule` with this policy.
 
-        Same result as :func:`clusterclip.build_schedule` with these settings.
-
-        Examples
-        --------
         >>> labels = np.array([0, 0, 1, 2, 2, 2])
         >>> SchedulePolicy(max_repeats=1, num_samples=4, seed=3).build(labels).indices.size
         4
         """
-        stream = self.stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
-        draws = expected_draws(
-            stream.end, num_tokens=self.num_tokens, labels=stream.prep.labels,
-            lengths=stream.prep.lengths,
-        )  # fmt: skip
-        check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
-        return stream.collect()
+        from clusterclip.schedule.api import build_schedule
+
+        return build_schedule(labels, self, lengths=lengths, duplicate_of=duplicate_of,
+                              levels=levels)  # fmt: skip
 
     def iterate(
         self,
@@ -496,17 +355,101 @@ class SchedulePolicy:
         duplicate_of: Any = None,
         levels: Any = None,
     ) -> Iterator[np.ndarray]:
-        """The global schedule in int64 blocks of ``block_size`` from position ``start``.
+        """The global schedule in int64 blocks: :func:`clusterclip.iter_schedule` with this policy.
 
-        The concatenated blocks equal ``build(labels, lengths).indices[start:]``.
-
-        Examples
-        --------
         >>> policy = SchedulePolicy(num_samples=9, seed=1)
         >>> [len(b) for b in policy.iterate(np.array([0, 0, 1]), start=3, block_size=4)]
         [4, 2]
         """
-        start = _check_int("start", start, 0)
-        block_size = _check_int("block_size", block_size, 1)
-        stream = self.stream(labels, lengths, duplicate_of=duplicate_of, levels=levels)
-        return rechunk(stream.blocks(start), block_size)
+        from clusterclip.schedule.api import iter_schedule
+
+        return iter_schedule(labels, self, lengths=lengths, start=start, block_size=block_size,
+                             duplicate_of=duplicate_of, levels=levels)  # fmt: skip
+
+
+#: The settings a keyword shortcut may name: the fields of :class:`SchedulePolicy` but ``policy``.
+SETTINGS = tuple(f.name for f in fields(SchedulePolicy) if f.name != "policy")
+
+
+def as_policy(policy: SchedulePolicy | str, settings: Mapping[str, Any]) -> SchedulePolicy:
+    """The policy value a front-door function was given: the value, or a name plus its settings.
+
+    The one home of the keyword shortcut: ``build_schedule(labels, "clusterclip",
+    max_repeats=4, num_samples=10, seed=0)`` (or ``policy="clusterclip"``) is
+    ``build_schedule(labels, SchedulePolicy(policy="clusterclip", max_repeats=4,
+    num_samples=10, seed=0))``. Settings next to a value are refused (it holds them all).
+
+    Raises
+    ------
+    TypeError
+        A keyword that is no setting (as Python says for an unknown keyword).
+    ClusterClipError
+        Settings given with a :class:`SchedulePolicy` value; or an invalid setting.
+
+    Examples
+    --------
+    >>> as_policy("uniform", {"num_samples": 5, "seed": 0}).policy
+    'uniform'
+    >>> value = SchedulePolicy(num_samples=5, seed=0)
+    >>> as_policy(value, {}) is value
+    True
+    """
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument {unknown[0]!r}; the schedule's settings are "
+            f"{', '.join(SETTINGS)} (the fields of SchedulePolicy)."
+        )
+    if isinstance(policy, SchedulePolicy):
+        if settings:
+            raise invalid(
+                "policy",
+                "a SchedulePolicy without separate settings, or a policy name with them",
+                f"a SchedulePolicy and {', '.join(sorted(settings))}",
+                "Put the settings in the value: dataclasses.replace(policy, "
+                f"{next(iter(sorted(settings)))}=...).",
+            )
+        if policy.num_samples is None and policy.num_tokens is None:  # stage options: epochs
+            raise invalid(
+                "policy",
+                "a SchedulePolicy with a budget (num_samples or num_tokens)",
+                "settings without one",
+                "Stage options with an epochs budget give one for the corpus: "
+                "options.policy_value(n_usable).",
+            )
+        if type(policy) is not SchedulePolicy:  # stage options: the policy they hold, resolved
+            return SchedulePolicy(
+                **{f.name: getattr(policy, f.name) for f in fields(SchedulePolicy)}
+            )
+        return policy
+    if not isinstance(policy, str):
+        raise invalid("policy", "a SchedulePolicy or a policy name", policy)
+    return SchedulePolicy(policy=policy, **settings)
+
+
+def with_policy_keywords(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Show the keyword shortcut's settings in ``function``'s signature (``help``, IDEs).
+
+    A front-door function takes the settings as ``**settings`` (checked by
+    :func:`as_policy`); its ``__signature__`` then lists them as keyword-only
+    parameters with the policy's defaults, ``seed`` without one.
+
+    >>> @with_policy_keywords
+    ... def front(labels, policy="clusterclip", **settings): ...
+    >>> inspect.signature(front).parameters["max_repeats"].default
+    4
+    """
+    signature = inspect.signature(function)
+    own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    shortcut = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+            annotation=f.type,
+        )
+        for f in fields(SchedulePolicy)
+        if f.name in SETTINGS
+    ]
+    function.__signature__ = signature.replace(parameters=[*own, *shortcut])  # type: ignore[attr-defined]
+    return function

@@ -23,7 +23,6 @@ from clusterclip.schedule.config import validate_labels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.options import ScheduleOptions
-from clusterclip.schedule.policy import POLICIES
 
 __all__ = ["ScheduleStage", "build_with_progress"]
 
@@ -66,7 +65,7 @@ class ScheduleStage:
     @staticmethod
     def _levels(work: WorkDir, options: ScheduleOptions) -> np.ndarray | None:
         """The cluster tree (N, L - 1) for ``policy="hierarchical"``, else None."""
-        if not POLICIES[options.policy].uses_levels:
+        if not options.kind.uses_levels:
             return None
         levels = work.levels()  # ancestors of every document's cluster, or None (flat run)
         if levels is None:
@@ -111,7 +110,9 @@ class ScheduleStage:
             "schedule": work.fingerprint("schedule"),
             "meta": work.fingerprint("schedule_meta"),
         }
-        record = {"schedule_config": schedule.config.to_dict(), "path": str(path)}
+        # the settings are stored once: the options in the manifest (what was asked, as for
+        # every stage) and the resolved config in schedule.json (no copy in the manifest)
+        record = {"path": str(path)}
         return StageOutput(outputs, summary, record, schedule)
 
 
@@ -132,7 +133,7 @@ def _draws_at_most(
             None, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
         )
         estimated = True
-    cap = options.policy_value(n_usable).kind.effective_max_repeats(options.max_repeats)
+    cap = options.kind.effective_max_repeats(options.max_repeats)
     if draws is not None and cap is not None and options.on_exhausted == "stop":
         draws = min(draws, cap * n_usable)
     return draws, estimated
@@ -143,17 +144,16 @@ def build_with_progress(
     options: ScheduleOptions,
     *,
     lengths: Any = None,
-    cluster_weights: Any = None,
     duplicate_of: Any = None,
     levels: Any = None,
 ) -> tuple[Schedule, dict[str, Any], list[warnings.WarningMessage]]:
     """Stream the schedule of ``options`` with a progress bar; collect its warnings.
 
-    ``cluster_weights`` replaces ``options.cluster_weights`` when given (a file's
-    weights on the command line); ``duplicate_of`` (the near-duplicate groups)
-    is used when ``options.duplicates == "group"``; ``levels`` (the cluster
-    tree) with ``policy="hierarchical"``. Returns the schedule, the budget it was built
-    for (``num_samples`` / ``num_tokens``) and the warnings raised meanwhile.
+    The policy applied is ``options.policy_value(n_usable)`` (an epochs budget
+    resolved for the usable documents); ``duplicate_of`` (the near-duplicate
+    groups) is used when ``options.duplicates == "group"``; ``levels`` (the
+    cluster tree) with ``policy="hierarchical"``. Returns the schedule, the budget
+    it was built for (``num_samples`` / ``num_tokens``) and the warnings raised meanwhile.
     """
     from clusterclip.progress import progress_bar
 
@@ -161,19 +161,11 @@ def build_with_progress(
     # given, so that it counts (and warns about) unsigned labels beyond int64
     checked = validate_labels(labels)
     budget = options.budget(int((checked >= 0).sum()))
-    weights = options.cluster_weights if cluster_weights is None else cluster_weights
     with warnings.catch_warnings(record=True) as caught, given_as(_budget_given(options, budget)):
         warnings.simplefilter("always", UserWarning)
-        stream = open_stream(
-            labels, policy=options.policy, max_repeats=options.max_repeats,
-            num_samples=budget["num_samples"], num_tokens=budget["num_tokens"],
-            lengths=lengths, alpha=options.alpha,
-            cluster_weights=None if weights is None else np.asarray(weights, dtype=np.float64),
-            order=options.order, on_exhausted=options.on_exhausted, seed=options.seed,
-            schedule_version=options.schedule_version,
-            duplicate_of=duplicate_of if options.duplicates == "group" else None,
-            levels=levels,
-        )  # fmt: skip
+        policy = options.policy_value(int((checked >= 0).sum()))
+        groups = duplicate_of if options.duplicates == "group" else None
+        stream = open_stream(labels, policy, lengths=lengths, duplicate_of=groups, levels=levels)
         draws = expected_draws(
             stream.end, num_tokens=budget["num_tokens"], labels=checked, lengths=lengths
         )

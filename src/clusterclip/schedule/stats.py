@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GroupDraws", "ScheduleStats", "compute_stats"]
+__all__ = ["GroupDraws", "ScheduleStats", "ScheduleSummary", "compute_stats", "summarise"]
 
 _CHUNK = 2**20
 
@@ -257,4 +257,98 @@ def compute_stats(
         n_distinct_documents=int(np.count_nonzero(repeats)),
         repeats_per_document=repeats,
         **fields,
+    )
+
+
+@dataclass(frozen=True)
+class ScheduleSummary:
+    """The numbers of a schedule's one-screen summary, from its statistics and the labels.
+
+    Attributes
+    ----------
+    n_documents, n_usable : int
+        Documents labelled, and those with a cluster (label >= 0).
+    n_clusters : int
+        Non-empty clusters.
+    size_min, size_median, size_max : int
+        Documents per non-empty cluster (0 when there is none).
+    n_distinct : int
+        Documents the schedule draws at least once.
+    n_clipped : int
+        Clusters clipped (their last allowed pass completed).
+    clip_first, clip_median, clip_last : int or None
+        Draw positions at which clusters were clipped (None when none was).
+    n_smallest, smallest_documents : int
+        The smallest tenth of the non-empty clusters (at least one) and their documents.
+    smallest_share, smallest_natural : float
+        Their share of the draws, and of the usable documents (their share under
+        random sampling).
+    """
+
+    n_documents: int
+    n_usable: int
+    n_clusters: int
+    size_min: int
+    size_median: int
+    size_max: int
+    n_distinct: int
+    n_clipped: int
+    clip_first: int | None
+    clip_median: int | None
+    clip_last: int | None
+    n_smallest: int
+    smallest_documents: int
+    smallest_share: float
+    smallest_natural: float
+
+
+def summarise(stats: ScheduleStats, labels: np.ndarray) -> ScheduleSummary:
+    """The summary of a schedule whose statistics are ``stats``, built from ``labels``.
+
+    Parameters
+    ----------
+    stats : ScheduleStats
+        The schedule's statistics (``Schedule.stats``).
+    labels : ndarray of int, shape (N,)
+        The labels it was built from (negative = excluded).
+
+    Examples
+    --------
+    >>> from clusterclip import build_schedule
+    >>> labels = np.array([0, 0, 0, 0, 1, 2, 2, -1])
+    >>> schedule = build_schedule(labels, max_repeats=1, num_samples=7, seed=0)
+    >>> summary = summarise(schedule.stats, labels)
+    >>> summary.n_usable, summary.n_clusters, summary.size_max, summary.n_clipped
+    (7, 3, 4, 3)
+    >>> summary.smallest_share, round(summary.smallest_natural, 3)
+    (0.14285714285714285, 0.143)
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    usable = labels >= 0
+    n_usable = int(usable.sum())
+    # sizes aligned with the statistics' clusters (every id, or only those present for sparse ids)
+    sizes = np.bincount(
+        np.searchsorted(stats.cluster_ids, labels[usable]), minlength=stats.cluster_ids.size
+    )
+    present = np.flatnonzero(sizes)
+    steps = np.sort(stats.clip_step[stats.clip_step >= 0])
+    n_small = max(1, int(round(present.size * 0.1)))
+    smallest = present[np.argsort(sizes[present], kind="stable")[:n_small]]
+    found = present.size > 0
+    return ScheduleSummary(
+        n_documents=int(labels.size),
+        n_usable=n_usable,
+        n_clusters=int(present.size),
+        size_min=int(sizes[present].min()) if found else 0,
+        size_median=int(np.median(sizes[present])) if found else 0,
+        size_max=int(sizes[present].max()) if found else 0,
+        n_distinct=int(stats.n_distinct_documents),
+        n_clipped=int(steps.size),
+        clip_first=int(steps[0]) if steps.size else None,
+        clip_median=int(np.median(steps)) if steps.size else None,
+        clip_last=int(steps[-1]) if steps.size else None,
+        n_smallest=n_small,
+        smallest_documents=int(sizes[smallest].sum()),
+        smallest_share=float(stats.draws_per_cluster[smallest].sum() / max(stats.n_draws, 1)),
+        smallest_natural=float(sizes[smallest].sum() / max(n_usable, 1)),
     )
