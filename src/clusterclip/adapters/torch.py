@@ -25,8 +25,8 @@ import numpy as np
 
 from clusterclip.adapters.ranks import check_index, check_share, rank_length
 from clusterclip.errors import ClusterClipError, hint, invalid
-from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
-from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
+from clusterclip.io import STAGE_COMMANDS, WorkDir
+from clusterclip.schedule.config import ScheduleConfig
 from clusterclip.schedule.policy import (
     DEFAULT_MAX_REPEATS,
     DEFAULT_ON_EXHAUSTED,
@@ -278,24 +278,10 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         >>> sampler.load_state_dict(checkpoint["sampler"])  # doctest: +SKIP
         """
         work = workdir if isinstance(workdir, WorkDir) else WorkDir(workdir)
+        recorded = work.schedule()  # the one loader: fresh, hash and labels checked
         fix = f"Rebuild the schedule: `{STAGE_COMMANDS['schedule']}`."
-        recorded = work.schedule()
         config = _recorded_config(recorded.path, recorded.meta, fix)
-        labels = work.labels()
-        now = labels_fingerprint(labels)
-        if now != recorded.meta["labels_fingerprint"] or now != config.labels_fingerprint:
-            raise ClusterClipError(
-                f"{recorded.path}: the labels of {work.path} changed since the schedule was "
-                f"built (built from labels {config.labels_fingerprint}, "
-                f"{config.n_documents} documents; the clusters now give {now}, "
-                f"{labels.shape[0]} documents). {fix}"
-            )
         indices = recorded.indices
-        if fingerprint_array(indices) != recorded.meta["indices_fingerprint"]:
-            raise ClusterClipError(
-                f"{recorded.path}: the indices do not match the fingerprint recorded in its "
-                f"sidecar (the file was modified or belongs to another schedule). {fix}"
-            )
         sampler = cls.__new__(cls)
         sampler._place(rank, world_size, drop_last)
         sampler._stream = _RecordedSchedule(indices)

@@ -17,6 +17,7 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError, given_as, hint
 from clusterclip.io import WorkDir
+from clusterclip.io.artifacts import ScheduleArtifact
 from clusterclip.runner import StageOutput
 from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.config import validate_labels
@@ -80,7 +81,7 @@ class ScheduleStage:
 
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> Schedule:
         """The saved schedule (its stats recomputed from the file)."""
-        return Schedule.load(work.path_of("schedule"))
+        return Schedule.load(ScheduleArtifact(work).path)
 
     def check(self, work: WorkDir, options: ScheduleOptions) -> None:
         """Refuse a budget whose schedule cannot fit in memory, before the manifest changes."""
@@ -104,14 +105,11 @@ class ScheduleStage:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
-        path = schedule.save(work.path_of("schedule"))
+        saved = ScheduleArtifact(work)
+        outputs = saved.write(schedule.indices, schedule.sidecar_meta())
         stats = {k: v for k, v in schedule.stats.to_dict().items() if k not in _BULKY}
         summary = {"budget": budget, "stats": stats, "warnings": [str(w.message) for w in caught]}
-        outputs = {
-            "schedule": work.fingerprint("schedule"),
-            "meta": work.fingerprint("schedule_meta"),
-        }
-        record = {"schedule_config": schedule.config.to_dict(), "path": str(path)}
+        record = {"schedule_config": schedule.config.to_dict(), "path": str(saved.path)}
         return StageOutput(outputs, summary, record, schedule)
 
 
