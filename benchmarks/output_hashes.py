@@ -33,6 +33,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,8 +46,13 @@ PYTHON = sys.executable
 VARYING_KEYS = frozenset({"seconds", "docs_per_second"})
 #: Keys dropped at one place only (a path of keys from the top of one file).
 VARYING_PATHS = {
-    # the fingerprint of report.json, which records the stability fit's seconds
-    "manifest.json": [("stages", "report", "outputs", "report_json")],
+    "manifest.json": [
+        # the fingerprint of report.json, which records the stability fit's seconds
+        ("stages", "report", "outputs", "report_json"),
+        # Lloyd's thread count, picked by timing one thread against all (speed only: the
+        # labels do not depend on it), so it flips on a loaded machine
+        ("stages", "cluster", "summary", "init", "lloyd_threads", "threads"),
+    ],
 }
 #: Files left out: caches whose content depends on file times.
 SKIPPED_NAMES = frozenset({".input-fingerprints.json"})
@@ -150,7 +156,7 @@ def hashes_under(folder: Path, *, root: Path, prefix: str) -> dict[str, str]:
     return found
 
 
-def run_all(src: Path, *, only: list[str] | None) -> dict[str, str]:
+def run_all(src: Path, *, only: list[str] | None, keep: Path | None = None) -> dict[str, str]:
     hashes: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="output-hashes-") as folder:
         root = Path(folder)
@@ -176,6 +182,8 @@ def run_all(src: Path, *, only: list[str] | None) -> dict[str, str]:
                 if path.is_dir() and in_configs(path.name, [name]):
                     hashes.update(hashes_under(path, root=root, prefix=path.name))
             print(f"{name}: done", file=sys.stderr)
+        if keep is not None:
+            shutil.copytree(root, keep)
     return hashes
 
 
@@ -208,8 +216,9 @@ def main() -> int:
     parser.add_argument(
         "--only", nargs="*", choices=sorted(CONFIGS), help="run these configurations"
     )
+    parser.add_argument("--keep", type=Path, help="copy the run's folder here (must not exist)")
     args = parser.parse_args()
-    hashes = run_all(args.src.resolve(), only=args.only)
+    hashes = run_all(args.src.resolve(), only=args.only, keep=args.keep)
     if args.out:
         args.out.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
     if args.compare:
