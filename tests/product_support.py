@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.io import atomic_write_json, fingerprint_array, fingerprint_file, write_stage
+from clusterclip.io import WorkDir, fingerprint_array
+from clusterclip.io.artifacts import (
+    DOCUMENT_COLUMNS,
+    CentroidsArtifact,
+    ClustersArtifact,
+    DocumentsArtifact,
+    ScheduleArtifact,
+)
 from clusterclip.io.readers import fingerprint_input
 
 
@@ -106,18 +113,20 @@ def oracle_online_schedule(
 def make_workdir(
     root: Path, *, step: int = 40, max_repeats: int = 2, epochs: float = 1.5, seed: int = 0
 ) -> dict:
-    """Build a complete work directory (embed, cluster, schedule outputs + manifest)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Build a complete work directory (embed, cluster, schedule outputs + manifest).
 
+    Every file is written through its artifact's writer (:mod:`clusterclip.io.artifacts`),
+    so the fixture has the layout the stages write; only the contents are hand-made.
+    """
     records = kjv_records(step=step)
     sources = write_sources(root / "corpus", records)
     workdir = root / "work"
     workdir.mkdir(parents=True, exist_ok=True)
+    work = WorkDir(workdir)
     rows = read_source_records(sources)
     books: dict[str, int] = {}
     labels = []
-    doc_rows = []
+    columns: dict[str, list] = {name: [] for name, _ in DOCUMENT_COLUMNS}
     for index, (source, line, _raw, record) in enumerate(rows):
         if record is None:
             status, text = "malformed", ""
@@ -126,36 +135,21 @@ def make_workdir(
         else:
             status, text = "ok", record["text"]
         ok = status == "ok"
-        doc_rows.append(
-            {
-                "index": index,
-                "source": source,
-                "line": line,
-                "id": record.get("id") if record else None,
-                "n_chars": len(text),
-                "n_tokens": len(text.split()) if ok else 0,
-                "status": status,
-            }
-        )
+        row = {
+            "index": index,
+            "source": source,
+            "line": line,
+            "id": record.get("id") if record else None,
+            "n_chars": len(text),
+            "n_tokens": len(text.split()) if ok else 0,
+            "status": status,
+        }
+        for name, value in row.items():
+            columns[name].append(value)
         labels.append(books.setdefault(record["book"], len(books)) if ok else -1)
     labels = np.asarray(labels, dtype=np.int32)
-    documents = pa.Table.from_pylist(
-        doc_rows,
-        schema=pa.schema(
-            [
-                ("index", pa.int64()),
-                ("source", pa.string()),
-                ("line", pa.int64()),
-                ("id", pa.string()),
-                ("n_chars", pa.int64()),
-                ("n_tokens", pa.int64()),
-                ("status", pa.string()),
-            ]
-        ),
-    )
-    pq.write_table(documents, workdir / "documents.parquet")
-    write_stage(
-        workdir,
+    documents = DocumentsArtifact(work).write(columns)
+    work.record(
         "embed",
         {
             # The corpus as the embed stage records it, so WorkDir.corpus() can re-read it.
@@ -166,31 +160,20 @@ def make_workdir(
                 "id_field": None,
             },
             "inputs": {str(path): fingerprint_input(path) for path in sources},
-            "outputs": {
-                "documents": fingerprint_file(workdir / "documents.parquet"),
-                "embeddings": "none",
-            },
+            "outputs": {"documents": documents, "embeddings": "none"},
             "versions": {},
             "complete": True,
         },
     )
-    clusters = pa.table(
-        {
-            "index": pa.array(np.arange(len(labels)), pa.int64()),
-            "cluster": pa.array(labels, pa.int32()),
-            "score": pa.array(np.ones(len(labels), dtype=np.float32), pa.float32()),
-        }
-    )
-    pq.write_table(clusters, workdir / "clusters.parquet")
+    clusters = ClustersArtifact(work).write(labels, np.ones(len(labels), dtype=np.float32))
     centroids = np.random.default_rng(0).standard_normal((len(books), 8)).astype(np.float32)
-    np.save(workdir / "centroids.npy", centroids / np.linalg.norm(centroids, axis=1)[:, None])
-    write_stage(
-        workdir,
+    CentroidsArtifact(work).write(centroids / np.linalg.norm(centroids, axis=1)[:, None])
+    work.record(
         "cluster",
         {
             "config": {"n_clusters": len(books)},
-            "inputs": {"embed.documents": fingerprint_file(workdir / "documents.parquet")},
-            "outputs": {"clusters": fingerprint_file(workdir / "clusters.parquet")},
+            "inputs": {"embed.documents": documents},
+            "outputs": {"clusters": clusters},
             "versions": {},
             "complete": True,
         },
@@ -200,9 +183,8 @@ def make_workdir(
     indices, clips = oracle_online_schedule(
         labels, max_repeats=max_repeats, num_samples=num_samples, seed=seed
     )
-    np.save(workdir / "schedule.npy", indices)
-    atomic_write_json(
-        workdir / "schedule.json",
+    saved = ScheduleArtifact(work).write(
+        indices,
         {
             "config": {
                 "policy": "clusterclip",
@@ -217,13 +199,12 @@ def make_workdir(
             "stats": {"length": len(indices)},
         },
     )
-    write_stage(
-        workdir,
+    work.record(
         "schedule",
         {
             "config": {"policy": "clusterclip", "max_repeats": max_repeats},
-            "inputs": {"cluster.clusters": fingerprint_file(workdir / "clusters.parquet")},
-            "outputs": {"schedule": fingerprint_file(workdir / "schedule.npy")},
+            "inputs": {"cluster.clusters": clusters},
+            "outputs": saved,
             "versions": {},
             "complete": True,
         },

@@ -1,8 +1,9 @@
 """``ClusterClipSampler.from_workdir``: the recorded schedule, sliced and resumed like the stream.
 
 A real (small) work directory is written through the library's own writers:
-``clusters.parquet`` + manifest entries via :func:`clusterclip.io.write_stage`, and
-the schedule via ``build_schedule(...).save``. The sampler over it must yield
+``clusters.parquet`` via :class:`clusterclip.io.artifacts.ClustersArtifact`, the
+schedule via :class:`~clusterclip.io.artifacts.ScheduleArtifact`, manifest entries
+via :meth:`clusterclip.io.WorkDir.record`. The sampler over it must yield
 exactly what the labels-built sampler yields, resume at any position on any
 world size (checkpoints move between the two kinds), and refuse a directory
 whose labels or schedule file changed.
@@ -19,11 +20,11 @@ import pytest
 from clusterclip.adapters import torch as torch_adapter
 from clusterclip.adapters.torch import ClusterClipSampler
 from clusterclip.errors import ClusterClipError
-from clusterclip.io import fingerprint_file, write_stage
+from clusterclip.io import WorkDir
+from clusterclip.io.artifacts import ClustersArtifact, ScheduleArtifact
 from clusterclip.schedule import build_schedule
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyarrow")
 
 POLICY = {"max_repeats": 2, "num_samples": 401, "seed": 11, "order": "online"}
 
@@ -38,24 +39,16 @@ def make_labels(n: int = 240, seed: int = 5) -> np.ndarray:
 
 
 def write_clusters(workdir, labels: np.ndarray) -> None:
-    table = pa.table(
-        {
-            "index": pa.array(np.arange(labels.size), pa.int64()),
-            "cluster": pa.array(labels, pa.int32()),
-            "score": pa.array(np.ones(labels.size, np.float32), pa.float32()),
-        }
-    )
-    pq.write_table(table, workdir / "clusters.parquet")
+    ClustersArtifact(workdir).write(labels, np.ones(labels.size, np.float32))
 
 
 def record_cluster_stage(workdir) -> None:
-    write_stage(
-        workdir,
+    WorkDir(workdir).record(
         "cluster",
         {
             "config": {"n_clusters": 9},
             "inputs": {},
-            "outputs": {"clusters": fingerprint_file(workdir / "clusters.parquet")},
+            "outputs": {"clusters": ClustersArtifact(workdir).fingerprint()},
             "versions": {},
             "complete": True,
         },
@@ -70,14 +63,13 @@ def work(tmp_path):
     write_clusters(workdir, labels)
     record_cluster_stage(workdir)
     schedule = build_schedule(labels, **POLICY)
-    schedule.save(workdir / "schedule.npy")
-    write_stage(
-        workdir,
+    saved = ScheduleArtifact(workdir).write(schedule.indices, schedule.sidecar_meta())
+    WorkDir(workdir).record(
         "schedule",
         {
             "config": schedule.config.to_dict(),
-            "inputs": {"cluster.clusters": fingerprint_file(workdir / "clusters.parquet")},
-            "outputs": {"schedule": fingerprint_file(workdir / "schedule.npy")},
+            "inputs": {"cluster.clusters": ClustersArtifact(workdir).fingerprint()},
+            "outputs": saved,
             "versions": {},
             "complete": True,
         },

@@ -199,7 +199,8 @@ def test_iterable_dataset_from_a_workdir_refuses_changed_labels(tmp_path):
     # Labels edited in place: the manifest still looks fresh, the sidecar's fingerprint does not.
     _set_label(made["workdir"], first_ok, int(made["labels"][first_ok]) + 1)
     with pytest.raises(
-        ClusterClipError, match=r"schedule in .* was built from other cluster labels.*Rebuild it"
+        ClusterClipError,
+        match=r"schedule in .* was built from other cluster labels.*Rebuild the schedule",
     ):
         ScheduledIterableDataset.from_workdir(rows, made["workdir"])
     # Re-clustered since the schedule was built: the manifest says so.

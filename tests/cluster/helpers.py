@@ -19,37 +19,32 @@ def make_workdir(
 
     Rows whose status is not ``ok`` are zeroed, as the embed stage does.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from clusterclip.io import fingerprint_file, write_stage
+    from clusterclip.io import WorkDir
+    from clusterclip.io.artifacts import DocumentsArtifact, EmbeddingsArtifact
 
     n = len(embeddings)
     status = status or ["ok"] * n
     workdir.mkdir(parents=True, exist_ok=True)
-    parts = workdir / "embeddings"
-    parts.mkdir(exist_ok=True)
+    work = WorkDir(workdir)
     matrix = np.asarray(embeddings, dtype=np.float16).copy()
     matrix[np.asarray(status) != "ok"] = 0
-    paths = []
-    for shard, start in enumerate(range(0, n, shard_rows)):
-        path = parts / f"part-{shard:05d}.npy"
-        np.save(path, matrix[start : start + shard_rows])
-        paths.append(path)
-    table = pa.table(
+    parts = EmbeddingsArtifact(work)
+    n_tasks = 0
+    for task, start in enumerate(range(0, n, shard_rows)):
+        parts.write_part(task, matrix[start : start + shard_rows])
+        n_tasks += 1
+    documents = DocumentsArtifact(work).write(
         {
-            "index": pa.array(np.arange(n, dtype=np.int64)),
-            "source": pa.array([str(corpus or "synthetic")] * n),
-            "line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
-            "id": pa.array([f"doc-{i}" for i in range(n)]),
-            "n_chars": pa.array(np.full(n, 10, dtype=np.int64)),
-            "n_tokens": pa.array(np.full(n, 3, dtype=np.int64)),
-            "status": pa.array(status),
+            "index": list(range(n)),
+            "source": [str(corpus or "synthetic")] * n,
+            "line": list(range(1, n + 1)),
+            "id": [f"doc-{i}" for i in range(n)],
+            "n_chars": [10] * n,
+            "n_tokens": [3] * n,
+            "status": list(status),
         }
     )
-    pq.write_table(table, workdir / "documents.parquet")
-    write_stage(
-        workdir,
+    work.record(
         "embed",
         {
             "config": {
@@ -58,10 +53,7 @@ def make_workdir(
                 "id_field": "id",
             },
             "inputs": {},
-            "outputs": {
-                "documents": fingerprint_file(workdir / "documents.parquet"),
-                "embeddings": "-".join(fingerprint_file(p) for p in paths),
-            },
+            "outputs": {"documents": documents, "embeddings": parts.fingerprint(n_tasks)},
             "complete": True,
         },
     )

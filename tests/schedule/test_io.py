@@ -53,7 +53,10 @@ def test_load_detects_missing_or_tampered_files(tmp_path, skewed_labels):
     schedule = build_schedule(skewed_labels, num_samples=50, seed=0)
     schedule.save(tmp_path / "s.npy")
     np.save(tmp_path / "s.npy", schedule.indices[::-1].copy())
-    with pytest.raises(ClusterClipError, match="indices do not match the fingerprint in s.json"):
+    with pytest.raises(
+        ClusterClipError,
+        match="indices do not match the fingerprint recorded in its sidecar s.json",
+    ):
         Schedule.load(tmp_path / "s.npy")
     (tmp_path / "s.json").unlink()
     with pytest.raises(ClusterClipError, match=r"s.json: no such file"):

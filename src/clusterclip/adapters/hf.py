@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.adapters.ranks import check_index, check_share, rank_length, wrap
-from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
+from clusterclip.errors import hint, invalid, require_extra
 
 __all__ = ["ScheduledIterableDataset", "apply_schedule", "schedule_indices"]  # noqa: F822 (lazy, see __getattr__)
 
@@ -220,20 +220,9 @@ class _ScheduledIterable:
         --------
         >>> stream = ScheduledIterableDataset.from_workdir(dataset, "work", rank=0, world_size=8)  # doctest: +SKIP
         """
-        from clusterclip.io import WorkDir, fingerprint_array
+        from clusterclip.io import WorkDir
 
-        work = WorkDir(workdir)
-        work.require_fresh("schedule")
-        schedule = work.schedule()
-        recorded = schedule.meta.get("labels_fingerprint")
-        current = fingerprint_array(np.asarray(work.labels(), dtype=np.int64))
-        if recorded != current:
-            raise ClusterClipError(
-                f"the schedule in {work.path} was built from other cluster labels than the "
-                f"current ones ({'none recorded' if recorded is None else 'labels changed since'}"
-                f"). Rebuild it: `clusterclip run ... --workdir {work.path}` (or "
-                f"`clusterclip schedule --workdir {work.path}`)."
-            )
+        schedule = WorkDir(workdir).schedule()  # the one loader: fresh, hash and labels checked
         return cls(
             dataset,
             schedule.indices,

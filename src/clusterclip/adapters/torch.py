@@ -25,9 +25,9 @@ import numpy as np
 
 from clusterclip.adapters.ranks import check_index, check_share, rank_length
 from clusterclip.errors import ClusterClipError, hint, invalid
-from clusterclip.io import STAGE_COMMANDS, WorkDir, fingerprint_array
+from clusterclip.io import STAGE_COMMANDS, WorkDir
 from clusterclip.schedule.api import open_stream
-from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
+from clusterclip.schedule.config import ScheduleConfig
 from clusterclip.schedule.policy import (
     DEFAULT_POLICY,
     SchedulePolicy,
@@ -84,12 +84,9 @@ class _RecordedSchedule:
 
 
 def _recorded_config(path: Any, meta: dict[str, Any], fix: str) -> ScheduleConfig:
-    for key in ("config", "labels_fingerprint", "indices_fingerprint"):
-        if key not in meta:
-            raise ClusterClipError(
-                f"{path}: its sidecar records no `{key}`, so the schedule cannot be checked "
-                f"against the work directory. {fix}"
-            )
+    """The sidecar's settings (its fingerprints were checked by ``WorkDir.schedule``)."""
+    if "config" not in meta:
+        raise ClusterClipError(f"{path}: its sidecar records no `config`. {fix}")
     try:
         return ScheduleConfig.from_dict(meta["config"])
     except (TypeError, ValueError) as error:
@@ -276,24 +273,10 @@ class ClusterClipSampler(_SamplerBase):  # type: ignore[misc]
         >>> sampler.load_state_dict(checkpoint["sampler"])  # doctest: +SKIP
         """
         work = workdir if isinstance(workdir, WorkDir) else WorkDir(workdir)
+        recorded = work.schedule()  # the one loader: fresh, hash and labels checked
         fix = f"Rebuild the schedule: `{STAGE_COMMANDS['schedule']}`."
-        recorded = work.schedule()
         config = _recorded_config(recorded.path, recorded.meta, fix)
-        labels = work.labels()
-        now = labels_fingerprint(labels)
-        if now != recorded.meta["labels_fingerprint"] or now != config.labels_fingerprint:
-            raise ClusterClipError(
-                f"{recorded.path}: the labels of {work.path} changed since the schedule was "
-                f"built (built from labels {config.labels_fingerprint}, "
-                f"{config.n_documents} documents; the clusters now give {now}, "
-                f"{labels.shape[0]} documents). {fix}"
-            )
         indices = recorded.indices
-        if fingerprint_array(indices) != recorded.meta["indices_fingerprint"]:
-            raise ClusterClipError(
-                f"{recorded.path}: the indices do not match the fingerprint recorded in its "
-                f"sidecar (the file was modified or belongs to another schedule). {fix}"
-            )
         sampler = cls.__new__(cls)
         sampler._place(rank, world_size, drop_last)
         sampler._stream = _RecordedSchedule(indices)

@@ -23,8 +23,9 @@ from clusterclip.cluster.kmeans import KMeans
 from clusterclip.cluster.options import ClusterOptions
 from clusterclip.cluster.small import dissolve_small_clusters, effective_min_size
 from clusterclip.engines import resolve_options
-from clusterclip.errors import ClusterClipError, hint, invalid, require_extra
-from clusterclip.io import WorkDir, atomic_path, versions
+from clusterclip.errors import ClusterClipError, hint, invalid
+from clusterclip.io import WorkDir, versions
+from clusterclip.io.artifacts import CentroidsArtifact, ClustersArtifact, LevelCentroidsArtifact
 from clusterclip.runner import StageOutput, run_stage
 from clusterclip.threads import available_cpus
 
@@ -453,25 +454,14 @@ def _write_outputs(
     levels: np.ndarray | None = None,
     tree: Tree | None = None,
 ) -> dict[str, str]:
-    pa = require_extra("pyarrow", "io")
-    pq = require_extra("pyarrow.parquet", "io")
-    with atomic_path(work.path_of("centroids")) as tmp, open(tmp, "wb") as handle:
-        np.save(handle, np.ascontiguousarray(centroids, dtype=np.float32))
-    table = pa.table(
-        {
-            "index": pa.array(np.arange(len(labels), dtype=np.int64)),
-            "cluster": pa.array(labels.astype(np.int32)),
-            "score": pa.array(scores.astype(np.float32)),
-        }
-    )
-    if levels is not None:  # coarse to fine, the levels above the leaf
-        for level in range(levels.shape[1]):
-            table = table.append_column(f"level_{level}", pa.array(levels[:, level]))
-    with atomic_path(work.path_of("clusters")) as tmp:
-        pq.write_table(table, tmp)
-    outputs = {"clusters": work.fingerprint("clusters"), "centroids": work.fingerprint("centroids")}
+    centroids_fingerprint = CentroidsArtifact(work).write(centroids)
+    outputs = {
+        "clusters": ClustersArtifact(work).write(labels, scores, levels=levels),
+        "centroids": centroids_fingerprint,
+    }
+    level_centroids = LevelCentroidsArtifact(work)
     if tree is None:
-        work.path_of("level_centroids").unlink(missing_ok=True)  # a former hierarchical run's
+        level_centroids.remove()  # a former hierarchical run's
         return outputs
-    outputs["level_centroids"] = work.write_level_centroids(tree.centroids, tree.parents)
+    outputs["level_centroids"] = level_centroids.write(tree.centroids, tree.parents)
     return outputs

@@ -27,8 +27,8 @@ from clusterclip.dedup.detect import (
     shown_cosine,
 )
 from clusterclip.dedup.options import DedupOptions
-from clusterclip.errors import require_extra
-from clusterclip.io import WorkDir, atomic_path, versions
+from clusterclip.io import WorkDir, versions
+from clusterclip.io.artifacts import DuplicatesArtifact
 from clusterclip.runner import StageOutput, run_stage
 
 __all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
@@ -187,21 +187,11 @@ def _texts(records: Any, bar: Any) -> Any:
 
 
 def _write(work: WorkDir, groups: DuplicateGroups) -> dict[str, str]:
-    pa = require_extra("pyarrow", "io")
-    pq = require_extra("pyarrow.parquet", "io")
-    n = groups.representative.size
-    table = pa.table(
-        {
-            "index": pa.array(np.arange(n, dtype=np.int64)),
-            "representative": pa.array(groups.representative.astype(np.int64)),
-            "similarity": pa.array(groups.similarity.astype(np.float32)),
-            "exact": pa.array(groups.exact.astype(bool)),
-            "min_similarity": pa.array(groups.min_similarity.astype(np.float32)),
-        }
-    )
-    with atomic_path(work.path_of("duplicates")) as tmp:
-        pq.write_table(table, tmp)
-    return {"duplicates": work.fingerprint("duplicates")}
+    fingerprint = DuplicatesArtifact(work).write(
+        groups.representative, similarity=groups.similarity, exact=groups.exact,
+        min_similarity=groups.min_similarity,
+    )  # fmt: skip
+    return {"duplicates": fingerprint}
 
 
 def group_rows(work: WorkDir, *, top: int | None = None) -> list[dict[str, Any]]:

@@ -44,12 +44,13 @@ from clusterclip.embed.encoders import (
     sample_for_fit,
     spec_to_dict,
 )
-from clusterclip.embed.index import IndexRows, write_documents, write_fragment
+from clusterclip.embed.index import IndexRows
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.worker import EmbedWorker
 from clusterclip.engines import map_shards, resolve_options
-from clusterclip.errors import ClusterClipError, hint, require_extra, spell
-from clusterclip.io import WorkDir, atomic_path, corpus_key, fingerprint_file, versions
+from clusterclip.errors import ClusterClipError, hint, spell
+from clusterclip.io import WorkDir, corpus_key, versions
+from clusterclip.io.artifacts import EMBEDDING_DTYPE, DocumentsArtifact, EmbeddingsArtifact
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
@@ -100,28 +101,20 @@ class EmbedResult:
 
 
 class _Plan:
-    """Paths and resume checks of one work directory."""
+    """The task files of one work directory (through their artifacts) and resume checks."""
 
     def __init__(self, work: WorkDir, shard_size: int) -> None:
         self.work = work
         self.shard_size = shard_size
-        self.state = work.path_of("embed_state")
-        self.parts = work.path_of("embeddings")
-
-    def fragment(self, shard: int) -> Path:
-        return self.state / f"index-{shard:05d}.parquet"
-
-    def part(self, shard: int) -> Path:
-        return self.parts / f"part-{shard:05d}.npy"
+        self.documents = DocumentsArtifact(work)
+        self.embeddings = EmbeddingsArtifact(work)
+        self.state = self.documents.fragments_folder
+        self.parts = self.embeddings.path
 
     def finished(self, shard: int, rows: int) -> bool:
-        part, fragment = self.part(shard), self.fragment(shard)
-        if not (part.exists() and fragment.exists()):
+        if not self.documents.fragment_path(shard).exists():
             return False
-        try:
-            return np.load(part, mmap_mode="r").shape[0] == rows
-        except (OSError, ValueError):
-            return False
+        return self.embeddings.part_rows(shard) == rows
 
 
 def _clear(work: WorkDir) -> None:
@@ -343,11 +336,8 @@ def _run_embed(
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
-    counts = write_documents(
-        [plan.fragment(s) for s in range(n_shards)], documents_path=work.path_of("documents"),
-        rejects_path=work.path_of("rejects"),
-    )  # fmt: skip
-    parts = [plan.part(s) for s in range(n_shards)]
+    counts = plan.documents.merge(n_shards)
+    parts = [plan.embeddings.part_path(s) for s in range(n_shards)]
     described = _inside_as_relative(local.describe(), workdir)  # no path to where it was made
     elapsed = time.perf_counter() - start_time
     summary = {
@@ -360,8 +350,8 @@ def _run_embed(
         "docs_per_second": round(stats["embedded_docs"] / elapsed, 1) if elapsed else None,
         "bytes": {
             "embeddings": sum(p.stat().st_size for p in parts),
-            "documents": work.path_of("documents").stat().st_size,
-            "rejects": work.path_of("rejects").stat().st_size,
+            "documents": plan.documents.path.stat().st_size,
+            "rejects": plan.documents.rejects_path.stat().st_size,
         },
         "replaced_utf8_lines": stream.replaced_utf8_lines,
         "replaced_utf8_first": stream.first_replaced_utf8,
@@ -371,8 +361,8 @@ def _run_embed(
         "encoder": described,
     }
     outputs = {
-        "documents": work.fingerprint("documents"),
-        "embeddings": _fingerprint_parts(parts),
+        "documents": plan.documents.fingerprint(),
+        "embeddings": plan.embeddings.fingerprint(n_shards),
     }
     record = {
         "sources": list(stage.sources),
@@ -424,11 +414,9 @@ def _same_sources(plan: _Plan, sources: list[str]) -> bool:
     A corpus moved between the interruption and the resume would otherwise
     leave ``documents.parquet`` naming both places.
     """
-    from clusterclip.embed.index import read_fragment
-
     wanted = set(sources)
-    for fragment in sorted(plan.state.glob("index-*.parquet")) if plan.state.is_dir() else ():
-        names = read_fragment(fragment).column("source").unique().to_pylist()
+    for fragment in plan.documents.fragment_paths():
+        names = plan.documents.read_fragment(fragment).column("source").unique().to_pylist()
         if not set(names) <= wanted:
             return False
     return True
@@ -534,13 +522,10 @@ def _embed_shards(
                 )
             # The fragment first, the part last: a shard is finished when both exist.
             rows.set_tokens(positions, tokens)
-            write_fragment(plan.fragment(shard), rows)
-            part = np.zeros((n_rows, dim), dtype=np.float16)
+            plan.documents.write_fragment(shard, rows.columns)
+            part = np.zeros((n_rows, dim), dtype=EMBEDDING_DTYPE)
             part[positions] = vectors
-            with atomic_path(plan.part(shard)) as tmp, open(tmp, "wb") as handle:
-                np.save(handle, part)
-                handle.flush()
-                os.fsync(handle.fileno())
+            plan.embeddings.write_part(shard, part)
             stats["embedded_docs"] += n_rows
             bar.update(n_rows)
     return stats
@@ -567,20 +552,8 @@ def _count_records(inputs: Any) -> int | None:
         return None  # the real pass reports the problem with file and line
 
 
-def _fingerprint_parts(parts: list[Path]) -> str:
-    import hashlib
-
-    digest = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        digest.update(f"{part.name}:{fingerprint_file(part)};".encode())
-    return digest.hexdigest()
-
-
 def _result(work: WorkDir, summary: dict[str, Any]) -> EmbedResult:
-    pq = require_extra("pyarrow.parquet", "io")
-    documents = pq.read_table(
-        work.path_of("documents"), memory_map=True, read_dictionary=["source", "status"]
-    )
+    documents = DocumentsArtifact(work).read_mapped()
     return EmbedResult(documents=documents, embeddings=work.embeddings(), summary=summary)
 
 

@@ -23,12 +23,16 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid
 from clusterclip.experiments import data, evaluate
-from clusterclip.io import WorkDir, atomic_path, fingerprint_file
+from clusterclip.io import WorkDir, atomic_path, fingerprint_file, register_artifacts
 from clusterclip.runner import StageOutput, run_stage
 
 __all__ = ["Prepared", "SplitOptions", "SplitStage", "prepare"]
 
 _ARRAYS, _TOKENIZER = "prepared.npz", "tokenizer.json"
+#: The experiment's files in the work directory: its folder (split, tokenizer, tokens) and
+#: the corpus it embeds. Owned here; the work directory knows them only by key.
+EXPERIMENT_FILES = {"experiment": "lm", "experiment_corpus": "corpus.jsonl"}
+register_artifacts(EXPERIMENT_FILES)
 _ARRAY_NAMES = ("labels", "train", "heldout", "near_dup", "flat", "offsets", "sizes", "rare",
                 "train_tokens", "independent", "independent_rare")  # fmt: skip
 #: The encoder of the independent clustering for each encoder of the experiment's own.

@@ -1,7 +1,8 @@
 """Everything that touches files: corpus readers, the work directory and its artifacts.
 
 :class:`WorkDir` is the one owner of a work directory: no other module spells
-its file names or opens them. Atomic writes and fingerprints live in
+its file names or opens them. What is inside each file (schema, writer, readers,
+freshness) belongs to its handle in :mod:`clusterclip.io.artifacts`. Atomic writes and fingerprints live in
 :mod:`clusterclip.io.files`; corpus readers in :mod:`clusterclip.io.readers`.
 Importing this package is cheap (numpy only).
 """
@@ -25,6 +26,7 @@ from clusterclip.io.workdir import (
     corpus_key,
     read_manifest,
     read_stage,
+    register_artifacts,
     require_stage,
     write_stage,
 )
@@ -45,6 +47,7 @@ __all__ = [
     "json_default",
     "read_manifest",
     "read_stage",
+    "register_artifacts",
     "require_stage",
     "versions",
     "write_stage",

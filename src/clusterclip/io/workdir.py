@@ -1,34 +1,29 @@
-"""The one owner of a work directory: its file names, its manifest and typed accessors.
+"""The one owner of a work directory: its file names, its manifest, its lock and typed accessors.
 
-Every stage writes into one work directory and records an entry in ``manifest.json``::
-
-    {"clusterclip_version": "0.1.0",
-     "stages": {"embed": {"config": {...}, "inputs": {...}, "outputs": {...},
-                          "versions": {...}, "complete": true, ...},
-                "cluster": {...}, "schedule": {...}, "report": {...}}}
-
-A stage records the fingerprints of what it consumed (``inputs``) and of what it
-produced (``outputs``). The directory is clusterclip's alone
+Every stage writes into one work directory and records an entry in ``manifest.json``
+(:mod:`clusterclip.io.manifest`). The directory is clusterclip's alone
 (:meth:`WorkDir.claim`: the marker ``.clusterclip-workdir``) and has one writer
-at a time (:meth:`WorkDir.lock`). :class:`WorkDir` is the only code that knows
-the files' names; every reader goes through its accessors, which check index
-order and freshness once, in one place:
+at a time (:meth:`WorkDir.lock`). :data:`ARTIFACTS` is the only place the
+files' names are spelled; what is inside each file (columns, dtypes, layout),
+how it is written and when it is fresh belong to its handle in
+:mod:`clusterclip.io.artifacts`. The accessors below delegate to the handles:
 
 ==================  ===============================  ==========================================
 accessor            file                             checked
 ==================  ===============================  ==========================================
-``documents()``     ``documents.parquet``            embed complete; rows in index order
+``documents()``     ``documents.parquet``            rows in index order
 ``ok_mask()``       ``documents.parquet``            (status == "ok")
 ``n_tokens()``      ``documents.parquet``            int64, index order
-``embeddings()``    ``embeddings/part-NNNNN.npy``    row count = documents
+``embeddings()``    ``embeddings/part-NNNNN.npy``    embed complete; parts whole; row count
 ``labels()``        ``clusters.parquet``             clusters made from the current embeddings
 ``scores()``        ``clusters.parquet``             same
-``centroids()``     ``centroids.npy``                same
-``levels()``        ``clusters.parquet``             same (None for flat k-means)
+``centroids()``     ``centroids.npy``                present
+``levels()``        ``clusters.parquet``             same as labels (None for flat k-means)
 ``level_centroids`` ``level_centroids.npz``          same (None for flat k-means)
 ``duplicate_of()``  ``duplicates.parquet``           groups made from the current clusters
-``schedule()``      ``schedule.npy`` + ``.json``     schedule made from the current clusters
-``report()``        ``report.json``                  report made from the current schedule
+``schedule()``      ``schedule.npy`` + ``.json``     stage fresh, indices = sidecar's hash,
+                                                     built from the current labels
+``report()``        ``report.json``                  present
 ``corpus()``        the embedded corpus files        each file unchanged since it was embedded
 ``record_store()``  ``records/``                     built from the unchanged corpus
 ==================  ===============================  ==========================================
@@ -43,19 +38,29 @@ Examples
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, require_extra, spell
-from clusterclip.io.files import atomic_path, atomic_write_json, fingerprint_file
-from clusterclip.io.ownership import hold_lock, written_by_clusterclip
+from clusterclip.errors import ClusterClipError
+from clusterclip.io import artifacts
+from clusterclip.io.artifacts.schedule import ScheduleFile
+from clusterclip.io.files import fingerprint_file
+from clusterclip.io.manifest import (
+    MANIFEST_NAME,
+    STAGE_COMMANDS,
+    check_upstream,
+    corpus_key,
+    read_manifest,
+    read_stage,
+    require_stage,
+    write_stage,
+)
+from clusterclip.io.ownership import hold_lock
 
 __all__ = [
     "ARTIFACTS",
@@ -66,13 +71,14 @@ __all__ = [
     "corpus_key",
     "read_manifest",
     "read_stage",
+    "register_artifacts",
     "require_stage",
     "write_stage",
 ]
 
 #: Artifact key -> file or folder name inside the work directory (the only place they are spelled).
 ARTIFACTS: dict[str, str] = {
-    "manifest": "manifest.json",
+    "manifest": MANIFEST_NAME,
     "documents": "documents.parquet",
     "rejects": "rejects.jsonl",
     "embeddings": "embeddings",
@@ -87,162 +93,39 @@ ARTIFACTS: dict[str, str] = {
     "report_html": "report.html",
     "report_json": "report.json",
     "records": "records",
-    "experiment": "lm",
-    "experiment_corpus": "corpus.jsonl",
     "marker": ".clusterclip-workdir",
     "lock": ".clusterclip-lock",
     "input_fingerprints": ".input-fingerprints.json",
 }
-MANIFEST_NAME = ARTIFACTS["manifest"]
-
-#: For each stage, the command that produces it (used in error messages).
-STAGE_COMMANDS = {
-    "embed": "clusterclip embed INPUT... --workdir W",
-    "cluster": "clusterclip cluster --workdir W --n-clusters K",
-    "dedup": "clusterclip dedup --workdir W",
-    "schedule": "clusterclip run ... --workdir W (or clusterclip schedule)",
-    "report": "clusterclip report --workdir W",
-}
-
-_RECORDS_BIN, _OFFSETS, _RECORDS_META = "records.bin", "offsets.npy", "records.json"
-#: Layout of the record store; a store of another format is rebuilt (2: usable records
-#: mended into clean JSON lines, see clusterclip.io.jsonlines).
-_RECORDS_FORMAT = 2
+#: Artifacts of stages outside the pipeline (the experiments), added by their owners
+#: through :func:`register_artifacts`: the work directory knows only their keys.
+_REGISTERED: dict[str, str] = {}
 
 
-# --------------------------------------------------------------------------- manifest
+def register_artifacts(names: Mapping[str, str]) -> None:
+    """Let a stage outside the pipeline declare its files: ``{key: name in the work directory}``.
 
+    Its module keeps its own names (the work directory does not know them); the
+    runner then finds them by key, like the pipeline's. A key or name already
+    taken by another artifact is refused.
 
-def read_manifest(workdir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of ``workdir`` (an empty one if the directory has none yet).
-
-    A ``manifest.json`` that clusterclip did not write is refused, never merged into.
+    >>> register_artifacts({"example": "example-output"})  # doctest: +SKIP
+    >>> WorkDir("work").path_of("example").name  # doctest: +SKIP
+    'example-output'
     """
-    path = Path(workdir) / MANIFEST_NAME
-    if not path.exists():
-        return {"stages": {}}
-    try:
-        manifest = json.loads(path.read_text("utf-8"))
-    except json.JSONDecodeError as error:
-        raise ClusterClipError(
-            f"{path}: manifest is not valid JSON ({error}). Delete it and rerun the stages."
-        ) from error
-    if not written_by_clusterclip(manifest):
-        raise ClusterClipError(
-            f"{path} was not written by clusterclip (no `clusterclip_version` and `stages`), so "
-            f"{path.parent} is not a clusterclip work directory. Pass an empty or new "
-            f"{spell('workdir')}."
-        )
-    _upgrade_embed_inputs(manifest["stages"].get("embed"))
-    return manifest
-
-
-def corpus_key(position: int) -> str:
-    """The embed stage's input key of the corpus file at ``position`` (0-based).
-
-    Inputs are keyed by position, not path, so that the same bytes under
-    another name or folder are the same input.
-
-    >>> corpus_key(0)
-    'corpus file 1'
-    """
-    return f"corpus file {position + 1}"
-
-
-def _upgrade_embed_inputs(entry: dict[str, Any] | None) -> None:
-    """Key an embed entry of an earlier version (inputs by path) by position, in place."""
-    if not isinstance(entry, dict):
-        return
-    names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
-    inputs = entry.get("inputs")
-    if not names or not isinstance(inputs, dict) or set(inputs) != set(map(str, names)):
-        return
-    if any(str(name).startswith("<") for name in names):
-        return  # an in-memory dataset: keyed by its fingerprint already
-    entry["inputs"] = {corpus_key(i): inputs[str(name)] for i, name in enumerate(names)}
-
-
-def read_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any] | None:
-    """The manifest entry of one stage, or ``None`` if it never completed."""
-    entry = read_manifest(workdir)["stages"].get(stage)
-    if entry is None or not entry.get("complete", False):
-        return None
-    return entry
-
-
-def write_stage(workdir: str | os.PathLike[str], stage: str, entry: Mapping[str, Any]) -> None:
-    """Record (replace) one stage's entry in the manifest, atomically.
-
-    Stages run one at a time per work directory (:meth:`WorkDir.lock`), so
-    read-modify-write is safe.
-    """
-    from clusterclip import __version__
-
-    manifest = read_manifest(workdir)
-    manifest["clusterclip_version"] = __version__
-    manifest["stages"][stage] = dict(entry)
-    atomic_write_json(Path(workdir) / MANIFEST_NAME, manifest)
-
-
-def require_stage(workdir: str | os.PathLike[str], stage: str) -> dict[str, Any]:
-    """The completed entry of ``stage`` or an error saying which command makes it."""
-    path = Path(workdir)
-    if not path.is_dir():
-        what = "is a file, not a work directory" if path.exists() else "does not exist"
-        raise ClusterClipError(
-            f"{path} {what}. Pass the --workdir of an earlier `clusterclip run` (or make one: "
-            "`clusterclip run INPUT... --workdir W --n-clusters K`)."
-        )
-    entry = read_stage(workdir, stage)
-    if entry is None:
-        command = STAGE_COMMANDS.get(stage, f"the {stage} stage")
-        raise ClusterClipError(
-            f"work directory {workdir} has no completed `{stage}` stage. Run `{command}` first."
-        )
-    return entry
-
-
-def check_upstream(
-    workdir: str | os.PathLike[str], stage: str, recorded: Mapping[str, str]
-) -> list[str]:
-    """Compare fingerprints a stage recorded for its inputs with the current ones.
-
-    Parameters
-    ----------
-    recorded : mapping
-        ``{"<upstream stage>.<output name>": fingerprint}`` as recorded by
-        ``stage`` when it ran.
-
-    Returns
-    -------
-    list of str
-        One human-readable line per input that changed (empty if none).
-    """
-    manifest = read_manifest(workdir)["stages"]
-    changed = []
-    for key, fingerprint in recorded.items():
-        upstream, _, output = key.partition(".")
-        current = manifest.get(upstream, {}).get("outputs", {}).get(output)
-        if current != fingerprint:
-            changed.append(f"{key} changed since `{stage}` ran (was {fingerprint}, now {current})")
-    return changed
+    for key, name in names.items():
+        taken = {**ARTIFACTS, **_REGISTERED}
+        if (key in taken and taken[key] != name) or (
+            name in taken.values() and taken.get(key) != name
+        ):
+            raise ClusterClipError(
+                f"work-directory artifact {key!r} -> {name!r} clashes with one already known; "
+                "pick another key and name."
+            )
+        _REGISTERED[key] = name
 
 
 # --------------------------------------------------------------------------- accessors
-
-
-@dataclass(frozen=True)
-class ScheduleFile:
-    """A saved schedule: memory-mapped ``indices`` (int64, shape (T,)) and its sidecar ``meta``."""
-
-    indices: np.ndarray
-    meta: dict[str, Any]
-    path: Path
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The schedule's recorded configuration (policy, max_repeats, seed, ...)."""
-        return dict(self.meta.get("config", {}))
 
 
 class WorkDir:
@@ -272,12 +155,11 @@ class WorkDir:
     # -- names and manifest -------------------------------------------------
     def path_of(self, artifact: str) -> Path:
         """Path of one artifact (a key of :data:`ARTIFACTS`), for the stage that writes it."""
-        try:
-            return self.path / ARTIFACTS[artifact]
-        except KeyError:
-            raise ClusterClipError(
-                f"unknown work-directory artifact {artifact!r}; known: {', '.join(ARTIFACTS)}."
-            ) from None
+        name = ARTIFACTS.get(artifact) or _REGISTERED.get(artifact)
+        if name is None:
+            known = ", ".join([*ARTIFACTS, *_REGISTERED])
+            raise ClusterClipError(f"unknown work-directory artifact {artifact!r}; known: {known}.")
+        return self.path / name
 
     def exists(self, artifact: str) -> bool:
         """Whether the artifact's file or folder is present."""
@@ -293,13 +175,7 @@ class WorkDir:
         """
         if artifact != "embeddings" or not self.exists(artifact):
             return None
-        from clusterclip.io.shards import npy_problem
-
-        for part in sorted(self.path_of(artifact).glob("part-*.npy")):
-            problem = npy_problem(part)
-            if problem:
-                return f"{part} {problem}"
-        return None
+        return artifacts.EmbeddingsArtifact(self).damaged()
 
     def manifest(self) -> dict[str, Any]:
         """The whole manifest (``{"stages": {}}`` when there is none yet)."""
@@ -376,109 +252,47 @@ class WorkDir:
         """Content hash of one artifact file."""
         return fingerprint_file(self.path_of(artifact))
 
-    # -- embed stage --------------------------------------------------------
+    # -- the artifacts' readers (each delegates to its handle in clusterclip.io.artifacts) --
     def documents(self, columns: list[str] | None = None) -> Any:
         """``documents.parquet`` as a pyarrow Table, rows in document index order.
 
         >>> WorkDir("work").documents(["index", "status"]).num_rows  # doctest: +SKIP
         10000
         """
-        path = self.path_of("documents")
-        if not path.exists():
-            raise ClusterClipError(
-                f"{path} not found. Run `clusterclip embed` (or `clusterclip run`) first."
-            )
-        pq = require_extra("pyarrow.parquet", "io")
-        wanted = None if columns is None else list(dict.fromkeys(["index", *columns]))
-        table = pq.read_table(path, columns=wanted)
-        index = table.column("index").to_numpy()
-        if len(index) and not np.array_equal(index, np.arange(len(index))):
-            order = np.argsort(index, kind="stable")
-            if not np.array_equal(index[order], np.arange(len(index))):
-                raise ClusterClipError(
-                    f"{path}: column 'index' is not a permutation of 0..{len(index) - 1}. "
-                    "Re-embed: `clusterclip embed INPUT... --workdir W --overwrite`."
-                )
-            table = table.take(order)
-        if columns is not None and "index" not in columns:
-            table = table.drop(["index"])
-        return table
+        return artifacts.DocumentsArtifact(self).read(columns)
 
     def n_documents(self) -> int:
         """Rows of ``documents.parquet`` (every input record, ok or not)."""
-        pq = require_extra("pyarrow.parquet", "io")
-        return int(pq.ParquetFile(self.path_of("documents")).metadata.num_rows)
+        return artifacts.DocumentsArtifact(self).n_rows()
 
     def ok_mask(self) -> np.ndarray:
         """bool ``(N,)``: True where the document was embedded (status ``ok``)."""
-        status = self.documents(["status"]).column("status")
-        return np.asarray(status.to_pylist(), dtype=object) == "ok"
+        return artifacts.DocumentsArtifact(self).statuses() == "ok"
 
     def status_counts(self) -> dict[str, int]:
         """Documents by status (``ok``, ``empty``, ``malformed``, ...)."""
-        values, counts = np.unique(
-            np.asarray(
-                self.documents(["status"]).column("status").to_pylist(), dtype=object
-            ).astype(str),
-            return_counts=True,
-        )
+        statuses = artifacts.DocumentsArtifact(self).statuses().astype(str)
+        values, counts = np.unique(statuses, return_counts=True)
         return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
 
     def n_tokens(self) -> np.ndarray:
         """int64 ``(N,)``: tokens per document as counted by the encoder (0 when not ok)."""
-        return self.documents(["n_tokens"]).column("n_tokens").to_numpy().astype(np.int64)
+        return artifacts.DocumentsArtifact(self).n_tokens()
 
     def embeddings(self) -> Any:
         """float16 ``(N, dim)`` :class:`~clusterclip.io.shards.ShardedMatrix`, memory-mapped."""
-        from clusterclip.io.shards import ShardedMatrix
-
-        entry = self.require("embed")
-        problem = self.damaged("embeddings")
-        if problem:
-            raise ClusterClipError(
-                f"{problem}. Redo the embed stage: rerun `clusterclip run INPUT... --workdir "
-                f"{self.path}` (it redoes an embed stage whose parts are damaged) or "
-                f"`clusterclip embed INPUT... --workdir {self.path} --overwrite`."
-            )
-        matrix = ShardedMatrix.from_directory(self.path_of("embeddings"))
-        expected = sum(entry.get("counts", {}).values())
-        if expected and len(matrix) != expected:
-            raise ClusterClipError(
-                f"{self.path_of('embeddings')} has {len(matrix)} rows but the manifest records "
-                f"{expected} documents. Rerun `clusterclip embed ... --overwrite`."
-            )
-        return matrix
-
-    # -- cluster stage ------------------------------------------------------
-    def _clusters_table(self, *columns: str) -> np.ndarray:
-        """``columns`` of ``clusters.parquet`` in index order, one per column of the result
-        (a single column gives a 1-D array)."""
-        self.require_fresh("cluster")  # first: "no completed cluster stage" names the command
-        path = self.path_of("clusters")
-        if not path.exists():
-            raise ClusterClipError(
-                f"{path} not found. Run `clusterclip cluster --workdir {self.path} --n-clusters K` "
-                "(or `clusterclip run`) first."
-            )
-        pq = require_extra("pyarrow.parquet", "io")
-        table = pq.read_table(path, columns=["index", *columns])
-        index = table.column("index").to_numpy()
-        arrays = [table.column(c).to_numpy() for c in columns]
-        values = arrays[0] if len(arrays) == 1 else np.stack(arrays, axis=1)
-        if len(index) and not np.array_equal(index, np.arange(len(index))):
-            values = values[np.argsort(index, kind="stable")]
-        return values
+        return artifacts.EmbeddingsArtifact(self).read()
 
     def labels(self) -> np.ndarray:
         """int32 ``(N,)``: cluster of every document in index order (-1 = excluded).
 
         Refused when the embeddings changed after clustering.
         """
-        return self._clusters_table("cluster").astype(np.int32, copy=False)
+        return artifacts.ClustersArtifact(self).labels()
 
     def scores(self) -> np.ndarray:
         """float32 ``(N,)``: cosine of every document to its centroid."""
-        return self._clusters_table("score").astype(np.float32, copy=False)
+        return artifacts.ClustersArtifact(self).scores()
 
     def levels(self) -> np.ndarray | None:
         """int32 ``(N, L-1)``: every document's cluster on each level above its leaf, or None.
@@ -494,17 +308,7 @@ class WorkDir:
         >>> WorkDir("work").levels().shape  # doctest: +SKIP
         (1000000, 2)
         """
-        path = self.path_of("clusters")
-        if not path.exists():
-            self._clusters_table("cluster")  # raises the stale-stage or missing-file error
-        pq = require_extra("pyarrow.parquet", "io")
-        names = [n for n in pq.read_schema(path).names if n.startswith("level_")]
-        if not names:
-            self.require_fresh("cluster")
-            return None
-        names.sort(key=lambda name: int(name.removeprefix("level_")))
-        levels = self._clusters_table(*names).astype(np.int32).reshape(-1, len(names))
-        return np.ascontiguousarray(levels)
+        return artifacts.ClustersArtifact(self).levels()
 
     def level_centroids(self) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
         """``(centroids, parents)`` of a hierarchical cluster stage, or None for flat k-means.
@@ -513,25 +317,14 @@ class WorkDir:
         leaves (equal to :meth:`centroids`); ``parents[l]`` is int32 ``(k_{l+1},)``,
         the level-``l`` parent of each node one level down.
         """
-        self.require_fresh("cluster")
-        path = self.path_of("level_centroids")
-        if not path.exists():
-            return None
-        with np.load(path) as stored:
-            count = sum(1 for name in stored.files if name.startswith("centroids_"))
-            centroids = [stored[f"centroids_{i}"] for i in range(count)]
-            parents = [stored[f"parents_{i}"] for i in range(1, count)]
-        return centroids, parents
+        return artifacts.LevelCentroidsArtifact(self).read()
 
     def cluster_tree(self) -> Any:
         """The :class:`clusterclip.tree.Tree` of a hierarchical cluster stage, or None for flat k-means.
 
         Built from :meth:`level_centroids`; its leaves are :meth:`centroids`.
         """
-        from clusterclip.tree import Tree
-
-        stored = self.level_centroids()
-        return None if stored is None else Tree(tuple(stored[0]), tuple(stored[1]))
+        return artifacts.LevelCentroidsArtifact(self).tree()
 
     def write_level_centroids(
         self, centroids: list[np.ndarray] | tuple[np.ndarray, ...],
@@ -539,96 +332,46 @@ class WorkDir:
     ) -> str:  # fmt: skip
         """Write ``level_centroids.npz`` (read by :meth:`level_centroids`); return its fingerprint.
 
-        Atomic, and byte-identical for the same arrays: the zip members carry a
-        fixed timestamp, so a rerun (or another engine) writes the same file.
+        Atomic, and byte-identical for the same arrays (see
+        :meth:`clusterclip.io.artifacts.LevelCentroidsArtifact.write`).
         """
-        import io
-        import zipfile
-
-        arrays = [
-            (f"centroids_{i}", np.asarray(c, dtype=np.float32)) for i, c in enumerate(centroids)
-        ]
-        arrays += [
-            (f"parents_{i + 1}", np.asarray(p, dtype=np.int32)) for i, p in enumerate(parents)
-        ]
-        target = self.path_of("level_centroids")
-        with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as archive:
-            for name, array in arrays:
-                buffer = io.BytesIO()
-                np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
-                member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                archive.writestr(member, buffer.getvalue())
-        return self.fingerprint("level_centroids")
+        return artifacts.LevelCentroidsArtifact(self).write(centroids, parents)
 
     def centroids(self) -> np.ndarray:
         """float32 ``(K, dim)`` centroids of the cluster stage."""
-        path = self.path_of("centroids")
-        if not path.exists():
-            raise ClusterClipError(f"{path} not found. Run `clusterclip cluster` first.")
-        return np.load(path)
+        return artifacts.CentroidsArtifact(self).read()
 
     def n_clusters(self) -> int:
         """K of the cluster stage (empty clusters included)."""
-        path = self.path_of("centroids")
-        if not path.exists():
-            raise ClusterClipError(f"{path} not found. Run `clusterclip cluster` first.")
-        return int(np.load(path, mmap_mode="r").shape[0])
+        return artifacts.CentroidsArtifact(self).n_clusters()
 
-    # -- dedup stage --------------------------------------------------------
     def duplicates(self) -> Any:
         """``duplicates.parquet`` as a pyarrow Table in index order.
 
         Columns ``index`` (int64), ``representative`` (int64: lowest index of the
         document's near-duplicate group, its own index when it has no copy),
         ``similarity`` (float32 cosine to the representative), ``exact`` (bool:
-        same normalised text as the representative). Refused when the clusters
-        or embeddings changed since the dedup stage ran.
+        same normalised text as the representative), ``min_similarity``. Refused
+        when the clusters or embeddings changed since the dedup stage ran.
         """
-        self.require_fresh("dedup")
-        path = self.path_of("duplicates")
-        if not path.exists():
-            raise ClusterClipError(
-                f"{path} not found. Run `clusterclip dedup --workdir {self.path}` first."
-            )
-        pq = require_extra("pyarrow.parquet", "io")
-        table = pq.read_table(path)
-        index = table.column("index").to_numpy()
-        if len(index) and not np.array_equal(index, np.arange(len(index))):
-            table = table.take(np.argsort(index, kind="stable"))
-        return table
+        return artifacts.DuplicatesArtifact(self).read()
 
     def duplicate_of(self) -> np.ndarray:
         """int64 ``(N,)``: the representative of every document's near-duplicate group."""
-        return self.duplicates().column("representative").to_numpy().astype(np.int64)
+        return artifacts.DuplicatesArtifact(self).representative()
 
-    # -- schedule stage -----------------------------------------------------
     def schedule(self) -> ScheduleFile:
-        """The saved schedule, memory-mapped, refused when its labels changed since."""
-        path = self.path_of("schedule")
-        if not path.exists():
-            raise ClusterClipError(
-                f"{path} not found. Build a schedule first: `clusterclip run ... --workdir "
-                f"{self.path}` or `clusterclip schedule --workdir W`."
-            )
-        if self.entry("schedule") is not None:
-            self.require_fresh("schedule")
-        indices = np.load(path, mmap_mode="r")
-        if indices.ndim != 1 or indices.dtype.kind not in "iu":
-            raise ClusterClipError(
-                f"{path} must hold a 1-D integer array of document indices; got "
-                f"{indices.dtype} with shape {indices.shape}. Rebuild the schedule."
-            )
-        side = self.path_of("schedule_meta")
-        meta = json.loads(side.read_text("utf-8")) if side.exists() else {}
-        return ScheduleFile(indices=indices, meta=meta, path=path)
+        """The saved schedule, memory-mapped, after every check (the one loader).
 
-    # -- report stage -------------------------------------------------------
+        Refused when the schedule stage is stale, when ``schedule.npy`` does not
+        match its sidecar's fingerprint, or when the current labels are not the
+        ones it was built from (:meth:`clusterclip.io.artifacts.ScheduleArtifact.read`).
+        """
+        return artifacts.ScheduleArtifact(self).read()
+
     def report(self) -> dict[str, Any]:
         """``report.json`` (every number of the report)."""
-        path = self.path_of("report_json")
-        if not path.exists():
-            raise ClusterClipError(f"{path} not found. Run `clusterclip report --workdir W` first.")
-        return json.loads(path.read_text("utf-8"))
+        return artifacts.ReportArtifact(self).read()
 
     # -- the corpus ---------------------------------------------------------
     def corpus_rereadable(self) -> bool:
@@ -639,10 +382,10 @@ class WorkDir:
 
     def corpus_files(self) -> list[Path]:
         """The embedded corpus files, each checked unchanged since the embed stage read it."""
-        return list(self._checked_corpus().values())
+        return list(self.corpus_by_name().values())
 
-    def _checked_corpus(self) -> dict[str, Path]:
-        """Recorded source name -> the file found for it, after the fingerprint check."""
+    def corpus_by_name(self) -> dict[str, Path]:
+        """Recorded source name -> the file found for it, each checked unchanged since embedded."""
         entry = self.require("embed")
         names = entry.get("sources") or entry.get("config", {}).get("inputs") or []
         if not names or any(str(name).startswith("<") for name in names):
@@ -760,61 +503,14 @@ class WorkDir:
     def record_store(self) -> tuple[np.ndarray, np.ndarray]:
         """Every document's original bytes, memory-mapped (built once from the checked corpus).
 
-        Returns
-        -------
-        (records, offsets) : (uint8 memmap, int64 ``(N, 2)``)
-            Document ``i`` is ``records[offsets[i, 0]:offsets[i, 1]]``: the exact
-            input line for jsonl sources, the row as JSON for parquet; a usable
-            record that strict JSON readers would refuse (a byte order mark,
-            invalid UTF-8, a carriage return, ``NaN``) is mended
-            (:func:`clusterclip.io.jsonlines.clean_line`), and
-            :meth:`mended_records` says which.
+        See :meth:`clusterclip.io.artifacts.RecordsArtifact.read`: document ``i`` is
+        ``records[offsets[i, 0]:offsets[i, 1]]``.
         """
-        from clusterclip.io.corpus_store import build_store
-
-        files = self._checked_corpus()
-        store = self.path_of("records")
-        documents = self.fingerprint("documents")
-        meta_path = store / _RECORDS_META
-        if meta_path.exists() and (store / _OFFSETS).exists():
-            meta = json.loads(meta_path.read_text("utf-8"))
-            if meta.get("documents") == documents and meta.get("format") == _RECORDS_FORMAT:
-                return _open_store(store)
-        table = self.documents(["source", "line", "status"])
-        store.mkdir(parents=True, exist_ok=True)
-        with atomic_path(store / _RECORDS_BIN) as tmp:
-            offsets, mended = build_store(table, files, tmp)
-        with atomic_path(store / _OFFSETS) as tmp, open(tmp, "wb") as handle:
-            np.save(handle, offsets)
-        atomic_write_json(
-            meta_path,
-            {
-                "documents": documents,
-                "n_documents": len(offsets),
-                "format": _RECORDS_FORMAT,
-                "mended": mended,
-            },
-        )
-        return _open_store(store)
+        return artifacts.RecordsArtifact(self).read()
 
     def mended_records(self) -> dict[str, dict[str, Any]]:
         """What the record store mended: ``{reason: {"count", "first"}}`` (empty: nothing).
 
-        Reasons are the keys of :data:`clusterclip.io.jsonlines.MENDED`;
-        ``first`` is the first such record as ``source:line``. Builds the store
-        if needed.
+        See :meth:`clusterclip.io.artifacts.RecordsArtifact.mended`.
         """
-        self.record_store()
-        meta = json.loads((self.path_of("records") / _RECORDS_META).read_text("utf-8"))
-        return dict(meta.get("mended", {}))
-
-
-def _open_store(store: Path) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.load(store / _OFFSETS, mmap_mode="r")
-    size = (store / _RECORDS_BIN).stat().st_size
-    records = (
-        np.memmap(store / _RECORDS_BIN, dtype=np.uint8, mode="r")
-        if size
-        else np.zeros(0, dtype=np.uint8)
-    )
-    return records, offsets
+        return artifacts.RecordsArtifact(self).mended()

@@ -72,7 +72,7 @@ def build_report(
 
 def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) -> Path:
     """Render the report of ``work`` into ``out`` (the work directory or another folder)."""
-    from clusterclip.io import atomic_write_bytes, atomic_write_json
+    from clusterclip.io.artifacts import ReportArtifact
     from clusterclip.report.data import compute_report_data
     from clusterclip.report.figures import FIGURES, alt_texts, write_figures
     from clusterclip.report.html import render_html
@@ -85,10 +85,8 @@ def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) ->
     data["figures"] = {
         name: {"file": name, "caption": captions[name], "alt": alts[name]} for name in figures
     }
-    target = WorkDir(out)  # the work directory itself, or a folder laid out like one
-    atomic_write_json(target.path_of("report_json"), data)
     # Relative to the page, never absolute: a copied work directory's report names where it is.
     where = os.path.relpath(work.path.resolve(), out.resolve())
     page = render_html(data, figures, captions, alts, workdir=where)
-    atomic_write_bytes(target.path_of("report_html"), page.encode("utf-8"))
-    return target.path_of("report_html")
+    # the work directory itself, or a folder laid out like one
+    return ReportArtifact(WorkDir(out)).write(data, page)

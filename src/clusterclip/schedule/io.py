@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,24 +10,20 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import ClusterClipError
-from clusterclip.io import atomic_path, atomic_write_json, fingerprint_array
+from clusterclip.io.artifacts.schedule import (
+    SCHEDULE_FORMAT,
+    npy_path,
+    read_schedule_files,
+    sidecar_path,
+    write_schedule_files,
+)
 from clusterclip.schedule.config import ScheduleConfig, labels_fingerprint
 from clusterclip.schedule.stats import ScheduleStats, count_repeats
 
 __all__ = ["FORMAT_NAME", "Schedule", "sidecar_path"]
 
-FORMAT_NAME = "clusterclip.schedule"
-
-
-def sidecar_path(path: str | os.PathLike[str]) -> Path:
-    """The JSON sidecar next to a schedule: ``<dir>/<stem>.json``."""
-    path = Path(path)
-    return path.with_suffix(".json")
-
-
-def _npy_path(path: str | os.PathLike[str]) -> Path:
-    path = Path(path)
-    return path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
+#: The sidecar's ``format`` (owned by :mod:`clusterclip.io.artifacts.schedule`).
+FORMAT_NAME = SCHEDULE_FORMAT
 
 
 @dataclass
@@ -52,36 +47,44 @@ class Schedule:
     def __len__(self) -> int:
         return int(self.indices.shape[0])
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write ``<path>.npy`` and the sidecar ``<stem>.json``, each atomically.
+    def sidecar_meta(self) -> dict[str, Any]:
+        """What the JSON sidecar records about this schedule, besides its format and hash.
 
-        Returns the ``.npy`` path.
+        Version, settings (``config``) and their fingerprint, the labels'
+        fingerprint and the statistics.
 
-        >>> schedule.save("work/schedule.npy")  # doctest: +SKIP
+        >>> sorted(schedule.sidecar_meta())  # doctest: +SKIP
+        ['config', 'config_fingerprint', 'labels_fingerprint', 'schedule_version', 'stats', 'version']
         """
         from clusterclip import __version__
 
-        target = _npy_path(path)
-        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
-            np.save(handle, np.ascontiguousarray(self.indices, dtype=np.int64))
-        atomic_write_json(
-            sidecar_path(target),
-            {
-                "format": FORMAT_NAME,
-                "version": __version__,
-                "schedule_version": self.config.schedule_version,
-                "config": self.config.to_dict(),
-                "config_fingerprint": self.config.fingerprint(),
-                "labels_fingerprint": self.config.labels_fingerprint,
-                "indices_fingerprint": fingerprint_array(self.indices.astype(np.int64)),
-                "stats": self.stats.to_dict(),
-            },
-        )
-        return target
+        return {
+            "version": __version__,
+            "schedule_version": self.config.schedule_version,
+            "config": self.config.to_dict(),
+            "config_fingerprint": self.config.fingerprint(),
+            "labels_fingerprint": self.config.labels_fingerprint,
+            "stats": self.stats.to_dict(),
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``<path>.npy`` and the sidecar ``<stem>.json``, each atomically.
+
+        Returns the ``.npy`` path. The files are laid out by
+        :func:`clusterclip.io.artifacts.write_schedule_files`.
+
+        >>> schedule.save("work/schedule.npy")  # doctest: +SKIP
+        """
+        return write_schedule_files(path, self.indices, self.sidecar_meta())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, labels: Any = None) -> Schedule:
         """Read a saved schedule; with ``labels``, refuse one built from other labels.
+
+        The files are checked by :func:`clusterclip.io.artifacts.read_schedule_files`
+        (sidecar format, 1-D int64 indices matching the sidecar's fingerprint).
+        The schedule of a work directory is read with
+        :meth:`clusterclip.io.WorkDir.schedule`, which also checks it is fresh.
 
         Raises
         ------
@@ -90,41 +93,16 @@ class Schedule:
 
         >>> Schedule.load("work/schedule.npy", labels=labels)  # doctest: +SKIP
         """
-        target = _npy_path(path)
-        side = sidecar_path(target)
-        for needed in (target, side):
-            if not needed.exists():
-                raise ClusterClipError(
-                    f"{needed}: no such file. A saved schedule is a .npy plus its .json "
-                    "sidecar; build one with clusterclip.build_schedule(...).save(path)."
-                )
-        try:
-            meta = json.loads(side.read_text("utf-8"))
-        except json.JSONDecodeError as error:
-            raise ClusterClipError(
-                f"{side}: not valid JSON ({error}). Rebuild the schedule."
-            ) from error
-        if meta.get("format") != FORMAT_NAME:
-            raise ClusterClipError(f"{side}: not a clusterclip schedule sidecar.")
-        indices = np.load(target, allow_pickle=False)
-        if indices.ndim != 1 or indices.dtype != np.int64:
-            raise ClusterClipError(
-                f"{target}: expected a 1-D int64 array, got {indices.dtype}{indices.shape}."
-            )
-        if fingerprint_array(indices) != meta.get("indices_fingerprint"):
-            raise ClusterClipError(
-                f"{target}: indices do not match the fingerprint in {side.name} "
-                "(the file was modified or belongs to another sidecar). Rebuild the schedule."
-            )
+        indices, meta = read_schedule_files(path)
         config = ScheduleConfig.from_dict(meta["config"])
         if labels is not None:
             given = labels_fingerprint(labels)
             if given != config.labels_fingerprint:
                 raise ClusterClipError(
-                    f"{target}: labels fingerprint mismatch: the schedule was built from labels "
-                    f"{config.labels_fingerprint} ({config.n_documents} documents), the labels "
-                    f"given have {given} ({np.asarray(labels).shape[0]} documents). The clusters "
-                    "changed since the schedule was built; rebuild it."
+                    f"{npy_path(path)}: labels fingerprint mismatch: the schedule was built from "
+                    f"labels {config.labels_fingerprint} ({config.n_documents} documents), the "
+                    f"labels given have {given} ({np.asarray(labels).shape[0]} documents). The "
+                    "clusters changed since the schedule was built; rebuild it."
                 )
         repeats = count_repeats(indices, config.n_documents)
         stats = ScheduleStats.from_dict(meta["stats"], repeats)

@@ -17,6 +17,7 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError, given_as, hint
 from clusterclip.io import WorkDir
+from clusterclip.io.artifacts import ScheduleArtifact
 from clusterclip.runner import StageOutput
 from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.config import validate_labels
@@ -79,7 +80,7 @@ class ScheduleStage:
 
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> Schedule:
         """The saved schedule (its stats recomputed from the file)."""
-        return Schedule.load(work.path_of("schedule"))
+        return Schedule.load(ScheduleArtifact(work).path)
 
     def check(self, work: WorkDir, options: ScheduleOptions) -> None:
         """Refuse a budget whose schedule cannot fit in memory, before the manifest changes."""
@@ -103,16 +104,13 @@ class ScheduleStage:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
-        path = schedule.save(work.path_of("schedule"))
+        saved = ScheduleArtifact(work)
+        outputs = saved.write(schedule.indices, schedule.sidecar_meta())
         stats = {k: v for k, v in schedule.stats.to_dict().items() if k not in _BULKY}
         summary = {"budget": budget, "stats": stats, "warnings": [str(w.message) for w in caught]}
-        outputs = {
-            "schedule": work.fingerprint("schedule"),
-            "meta": work.fingerprint("schedule_meta"),
-        }
         # the settings are stored once: the options in the manifest (what was asked, as for
         # every stage) and the resolved config in schedule.json (no copy in the manifest)
-        record = {"path": str(path)}
+        record = {"path": str(saved.path)}
         return StageOutput(outputs, summary, record, schedule)
 
 
