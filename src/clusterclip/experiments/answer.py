@@ -223,9 +223,10 @@ def _format_row(row: Row) -> str:
     p = "" if t.p is None else f"{t.p:.4f}"
     q = "" if row.q is None else f"{row.q:.3f}"
     verdict = row.verdict if row.in_family else "sensitivity (not in the family)"
+    interval = "—" if t.n < 2 else f"[{t.low:+.4f}, {t.high:+.4f}]"  # one pair has no spread
     return (
         f"| {row.corpus} | {row.regime} | {row.contrast} | {PRIMARY[row.metric]} | {t.n} | "
-        f"{t.mean:+.4f} | [{t.low:+.4f}, {t.high:+.4f}] | {t.better}/{t.n} | {p} | {q} | "
+        f"{t.mean:+.4f} | {interval} | {t.better}/{t.n} | {p} | {q} | "
         f"{verdict} |"
     )
 

@@ -108,7 +108,8 @@ def draw_curves(records: Sequence[dict], path: Path, *, title: str) -> None:
             axis.set_title(f"{corpus} {regime}: {PRIMARY[metric]}", fontsize=8)
             axis.tick_params(labelsize=7)
         axes_row[0].set_ylabel("− random (nats/token)", fontsize=8)
-        axes_row[0].legend(fontsize=6)
+        if axes_row[0].get_legend_handles_labels()[0]:  # a place with no pairs yet has none
+            axes_row[0].legend(fontsize=6)
     for axis in axes[-1]:
         axis.set_xlabel("training tokens", fontsize=8)
     figure.suptitle(title, fontsize=9)
@@ -132,8 +133,8 @@ def draw_rare_share(records: Sequence[dict], path: Path, *, title: str) -> None:
         axis.set_title(f"{corpus} {regime}", fontsize=8)
         axis.set_xlabel("fraction of the budget", fontsize=8)
         axis.tick_params(labelsize=7)
+        axis.legend(fontsize=6)  # each panel: the arms differ between regimes (R = 4 or 8)
     axes[0][0].set_ylabel("rare-cluster token share", fontsize=8)
-    axes[0][0].legend(fontsize=6)
     figure.suptitle(title + " (dotted: the pool's natural share)", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=100)

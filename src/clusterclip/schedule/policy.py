@@ -138,8 +138,9 @@ class SchedulePolicy:
     )
     max_repeats: int | None = option(
         DEFAULT_MAX_REPEATS,
-        "Repetition cap R per document (none, inf or infinity: no cap). For a budget of "
-        "several passes, about twice the passes (docs/results.md, 'Which to pick').",
+        "Repetition cap R per document (none, inf or infinity: no cap). With R at or below "
+        "the budget's passes, every cluster smaller than the mean runs out before the end; "
+        "the clip grid of docs/results.md measures which R to advise.",
         kind="int_or_none",
         minimum=1,
     )
