@@ -126,9 +126,9 @@ class EncoderSpec:
     precision : {"auto", "float32", "bfloat16", "float16"}
         ``"auto"``: float16 on GPU, bfloat16 on CPUs with AVX512-BF16/AMX, else float32.
     runtime : {"auto", "torch", "onnxruntime"}
-        What runs the transformer's forward pass. ``"auto"``: ONNX Runtime for
-        float32 on a CPU without native bfloat16 when it is installed, else torch
-        (:func:`clusterclip.embed.onnx_runtime.choose_runtime`).
+        What runs the transformer's forward pass. ``"auto"``: torch for now
+        (:func:`clusterclip.embed.onnx_runtime.choose_runtime`); ``"onnxruntime"``:
+        the float32 pass in ONNX Runtime on CPU.
     state_dir : str, optional
         Directory holding fitted state (the TF-IDF fit lives in the work directory).
     seed : int
@@ -344,8 +344,8 @@ class SentenceTransformerEncoder:
     Texts are sorted by length before batching (little padding), run in float16
     on GPU or bfloat16 on CPUs that support it, pooled as the model is
     configured (mean pooling for plain HF models), and normalised in float32.
-    On a CPU without native bfloat16 the float32 forward pass runs in ONNX
-    Runtime where it is installed (:mod:`clusterclip.embed.onnx_runtime`).
+    With ``runtime="onnxruntime"`` the float32 forward pass runs in ONNX
+    Runtime (:mod:`clusterclip.embed.onnx_runtime`).
     """
 
     def __init__(self, spec: EncoderSpec) -> None:
