@@ -139,3 +139,21 @@ def test_another_model_is_exported_on_first_use(tmp_path, monkeypatch, verses):
     assert str(tmp_path / "cache" / "onnx") in fast.describe()["onnx_model"]
     cosine = (fast.encode(texts) * exact.encode(texts)).sum(axis=1)
     assert cosine.min() >= 0.9999
+
+
+@pytest.mark.slow
+def test_embed_stage_records_the_runtime_and_refuses_a_change(onnx_encoder, verses, tmp_path):
+    from embed_helpers import write_jsonl
+
+    import clusterclip
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": v["text"]} for v in verses[:30]])
+    work = tmp_path / "w"
+    result = clusterclip.embed(corpus, workdir=work, device="cpu", runtime="onnxruntime")
+    described = result.summary.get("encoder") or {}
+    entry = clusterclip.io.WorkDir(work).entry("embed")
+    assert entry["encoder"]["runtime"] == "onnxruntime", described
+    vectors = result.embeddings[:].astype(np.float32)
+    assert np.allclose(vectors, onnx_encoder.encode([v["text"] for v in verses[:30]]), atol=1e-3)
+    with pytest.raises(ClusterClipError, match="runtime: 'onnxruntime' -> 'torch'"):
+        clusterclip.embed(corpus, workdir=work, device="cpu", runtime="torch")
