@@ -18,7 +18,7 @@ text's vector would depend on the texts it is batched with.
 
 ``auto`` is torch on every machine for now (:func:`choose_runtime`): end to end,
 on the only CPU measured so far (an AVX-512/AMX Xeon, torch held to AVX2 or not),
-ONNX Runtime ran at 0.8-0.95x of torch float32 (docs/performance.md); the rule
+ONNX Runtime ran at 0.66-1.02x of torch float32 (docs/performance.md); the rule
 will pick ONNX Runtime only where it is measured faster, and stays a rule of the
 device, precision, CPU flags and installed libraries, never of a timing.
 A model that cannot be exported, or whose exported graph does not reproduce
@@ -55,7 +55,7 @@ __all__ = [
 #: Values of ``runtime``: ``auto`` (the rule of :func:`choose_runtime`), torch, onnxruntime.
 RUNTIMES = ("auto", "torch", "onnxruntime")
 #: Whether ``auto`` picks ONNX Runtime for float32 on CPUs without native bfloat16.
-#: Off: end to end it ran at 0.8-0.95x of torch float32 on the one CPU measured
+#: Off: end to end it ran at 0.66-1.02x of torch float32 on the one CPU measured
 #: (docs/performance.md, "The transformer without bf16"); turn on only with a
 #: measurement on such a CPU that shows it faster.
 AUTO_ONNXRUNTIME = False
