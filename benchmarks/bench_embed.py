@@ -14,6 +14,9 @@ run:
 - static ratios, alternated in one process (:func:`static_ratios`): our static
   path end to end against a bare ``StaticModel.encode`` and against the bare
   tokenizer on the same short and long documents;
+- float32 ratios without bf16, alternated in one process (:func:`no_bf16_ratios`):
+  our transformer end to end in ONNX Runtime (``auto`` on CPUs without native
+  bf16) and in torch float32, against plain fp32 ``SentenceTransformer.encode``;
 - bfloat16 cases (the ``--batching`` sweep's) run only on CPUs with native
   bfloat16 (:func:`clusterclip.threads.native_bfloat16`); elsewhere a line says
   they were skipped;
@@ -31,6 +34,7 @@ Usage::
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --batching   # batch shapes
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --layout 3   # fixed shapes vs sorted
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --static 5   # static ratios only
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/bench_embed.py --no-bf16 3  # onnxruntime vs fp32
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ from clusterclip.cluster.blas import cpu_model
 from clusterclip.threads import native_bfloat16
 
 KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
+#: The float32 transformer paths of a CPU without native bf16 (cases ``ours-<name>``).
+FLOAT32_PATHS = {
+    "onnxruntime": {"device": "cpu", "runtime": "onnxruntime", "precision": "auto"},
+    "torch-fp32": {"device": "cpu", "runtime": "torch", "precision": "float32"},
+}
+#: Environment variables that hold torch (and its BLAS / oneDNN) to AVX2 on a newer CPU;
+#: ONNX Runtime's kernels (MLAS) pick their ISA from CPUID and have no such switch.
+ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 #: Why the bfloat16 cases are skipped on this CPU.
 NO_BF16 = "this CPU has no native bfloat16 (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo)"
 
@@ -122,12 +134,17 @@ def case(name: str, docs: Path, out: Path, workdir: Path) -> dict:
         import clusterclip
         from clusterclip.embed.encoders import EncoderSpec
 
-        encoder = {"ours-st": "sentence-transformers"}.get(name, name.removeprefix("ours-"))
+        encoder = name.removeprefix("ours-")
+        compute = FLOAT32_PATHS.get(encoder, {})
+        encoder = "sentence-transformers" if encoder in ("st", *FLOAT32_PATHS) else encoder
         if encoder != "tfidf":  # load the model before the clock starts, as for the baselines
-            EncoderSpec(encoder=encoder, state_dir=str(workdir.resolve())).build().encode(["warm"])
+            spec = EncoderSpec(encoder=encoder, state_dir=str(workdir.resolve()), **compute)
+            spec.build().encode(["warm"])
         sampler = RssSampler()
         start = time.perf_counter()
-        embedded = clusterclip.embed(docs, workdir=workdir, encoder=encoder, overwrite=True)
+        embedded = clusterclip.embed(
+            docs, workdir=workdir, encoder=encoder, overwrite=True, **compute
+        )
         seconds = time.perf_counter() - start
         sampler.stop()
         result["rss_over_time_mb"] = sampler.quartiles()
@@ -209,6 +226,82 @@ def paired_transformer(n_docs: int, rounds: int) -> None:
         f"{float(np.median(ratios)):.2f}x plain fp32, mean cosine {np.mean(cosines):.4f}"
     )
     fp32_agreement(plain, ours, per_topic=100)
+
+
+def no_bf16_ratios(rounds: int, *, n_short: int, n_long: int) -> dict[str, dict[str, float]]:
+    """The transformer where the CPU has no native bfloat16 (issue 32, item 2).
+
+    Each path runs in its own process (two runtimes in one process steal each
+    other's CPU: torch's OpenMP threads spin after a pass), on the same texts, in
+    a rotating order every round (a load that drifts on a shared machine hits each
+    path alike); medians of the per-round ratios to the baseline of the same round:
+
+    - ``plain-st``: ``SentenceTransformer(all-MiniLM-L6-v2).encode(batch_size=32)``
+      in float32, texts in memory (the baseline);
+    - ``ours-onnxruntime``: ``clusterclip.embed(runtime="onnxruntime")`` end to end
+      (read jsonl, count tokens, encode, write float16 parts): what ``auto`` runs
+      on a CPU without native bfloat16 when ONNX Runtime is installed;
+    - ``ours-torch-fp32``: the same, ``runtime="torch", precision="float32"``.
+
+    Models are loaded (and exported once) before the clock starts. Also the min
+    and mean cosine, per document, of each path's stored vectors to the
+    baseline's. On a CPU with native bfloat16 this still measures the float32
+    paths (``auto`` picks bfloat16 there). Target: >= 1.5x on an AVX2-only CPU.
+    """
+    verses = kjv_verses()
+    chunks = [" ".join(verses[i : i + 4]) for i in range(0, len(verses) - 4, 4)]
+    articles, _ = bbc_articles(10_000)
+    root = Path(tempfile.mkdtemp(prefix="bench-no-bf16-"))
+    corpora = {
+        "~100-token KJV chunks": write_docs(
+            root / "chunks.jsonl", chunks[:: len(chunks) // n_short][:n_short]
+        ),
+        "BBC articles (256-token cap)": write_docs(
+            root / "bbc.jsonl", articles[:: len(articles) // n_long][:n_long]
+        ),
+    }
+    limits = [f"{k}={os.environ[k]}" for k in ISA_LIMITS if k in os.environ]
+    if limits:
+        print(f"ISA limits in force (torch and its BLAS only): {' '.join(limits)}", flush=True)
+    names = ["plain-st", *(f"ours-{path}" for path in FLOAT32_PATHS)]
+    results: dict[str, dict[str, float]] = {}
+    for corpus, docs in corpora.items():
+        speeds: dict[str, list[float]] = {name: [] for name in names}
+        for round_ in range(rounds):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                speeds[name].append(run_case(name, docs, root)["docs_per_second"])
+            print(
+                f"  {corpus} round {round_ + 1}: "
+                + ", ".join(
+                    f"{name} {speeds[name][-1]:.1f} docs/s"
+                    + ("" if name == "plain-st" else f" ({speeds[name][-1] / speeds['plain-st'][-1]:.2f}x)")
+                    for name in names
+                ),
+                flush=True,
+            )  # fmt: skip
+        reference = vectors_of(root, "plain-st", docs)
+        base = float(np.median(speeds["plain-st"]))
+        for name in names[1:]:
+            ratios = [
+                ours / plain for ours, plain in zip(speeds[name], speeds["plain-st"], strict=True)
+            ]
+            cosine = (vectors_of(root, name, docs) * reference).sum(axis=1)
+            row = results[f"{corpus} / {name}"] = {
+                "ratio": float(np.median(ratios)), "low": min(ratios), "high": max(ratios),
+                "docs_per_second": float(np.median(speeds[name])),
+                "min_cosine": float(cosine.min()), "mean_cosine": float(cosine.mean()),
+            }  # fmt: skip
+            print(
+                f"no-bf16 transformer, {corpus} ({len(cosine)} docs, median of {rounds} rounds): "
+                f"{name} end to end {row['docs_per_second']:.1f} docs/s = {row['ratio']:.2f}x "
+                f"plain fp32 SentenceTransformer.encode ({base:.1f} docs/s; rounds "
+                f"{row['low']:.2f}-{row['high']:.2f}; target >= 1.5x on AVX2), cosine to plain "
+                f"fp32 min {row['min_cosine']:.4f} mean {row['mean_cosine']:.5f}",
+                flush=True,
+            )
+    shutil.rmtree(root, ignore_errors=True)
+    return results
 
 
 def fp32_agreement(plain: object, ours: object, per_topic: int) -> None:
@@ -526,6 +619,11 @@ def main() -> None:
         help="only compare our static path end to end with a bare StaticModel.encode and "
         "the bare tokenizer, alternated, this many rounds",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-bf16", type=int, metavar="ROUNDS", default=None,
+        help="only compare the float32 transformer paths (ONNX Runtime, torch) end to end with "
+        "plain fp32 SentenceTransformer.encode, alternated, this many rounds",
+    )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -549,6 +647,9 @@ def main() -> None:
     )
     if args.static:
         static_ratios(args.static, n_short=n_static, n_long=n_long_static)
+        return
+    if args.no_bf16:
+        no_bf16_ratios(args.no_bf16, n_short=n_short, n_long=5 * per_topic)
         return
 
     n_flat = args.flat_docs or (100_000 if args.quick else 1_000_000)
@@ -594,6 +695,9 @@ def main() -> None:
 
     print("\nstatic, alternated in one process (the ratios above come from separate runs):")
     static_ratios(2 if args.quick else 3, n_short=n_static, n_long=n_long_static)
+
+    print("\ntransformer in float32 (the path of CPUs without native bf16), alternated:")
+    no_bf16_ratios(2 if args.quick else 3, n_short=n_short, n_long=len(articles))
 
     agreement = cluster_agreement(
         vectors_of(root, "ours-static", long), vectors_of(root, "ours-st", long), topics

@@ -89,7 +89,7 @@ class RunOptions:
     portable: bool = option(
         False,
         "Results that do not depend on the CPU's bfloat16/AMX support: float32 encoding "
-        "(embed.precision) and the exact torch-fp32 k-means backend (cluster.backend) "
+        "in torch (embed.precision, embed.runtime) and the exact torch-fp32 k-means backend (cluster.backend) "
         "instead of what `auto` picks for this machine.",
         kind="bool",
     )
@@ -101,6 +101,7 @@ class RunOptions:
 #: What ``portable = true`` fixes: (section, option, value `auto` becomes, values allowed).
 PORTABLE = (
     ("embed", "precision", "float32", ("auto", "float32")),
+    ("embed", "runtime", "torch", ("auto", "torch")),
     ("cluster", "backend", "torch-fp32", ("auto", "torch-fp32", "numpy", "faiss")),
 )
 

@@ -277,7 +277,7 @@ def _result(work: Any, outcomes: dict[str, Any]) -> dict[str, Any]:
 def resolved_choices(work: Any) -> dict[str, Any]:
     """What ``auto`` settings became on this machine, and the seed stability, from the manifest.
 
-    ``{"encoder", "device", "precision", "kmeans_backend", "kmeans_backend_reason",
+    ``{"encoder", "device", "precision", "runtime", "kmeans_backend", "kmeans_backend_reason",
     "threads", "cpu", "stability"}``:
     the choices that make results differ between machines (docs/clustering.md,
     "Identical across machines?").
@@ -290,6 +290,7 @@ def resolved_choices(work: Any) -> dict[str, Any]:
         "encoder": embed.get("encoder"),
         "device": embed.get("device"),
         "precision": embed.get("precision"),
+        "runtime": embed.get("runtime"),
         "kmeans_backend": cluster.get("backend"),
         "kmeans_backend_reason": (cluster.get("backend_choice") or {}).get("reason"),
         "threads": cluster.get("threads"),

@@ -154,8 +154,8 @@ def test_portable_with_the_same_resolved_settings_re_embeds_nothing(root, capsys
     out = call(capsys, "run", corpus, "--workdir", work, *FAST, "--portable")
     all_skipped(out)
     assert (
-        "embed     skipped (up to date: precision: 'auto' -> 'float32' resolves to the same "
-        "settings" in out
+        "embed     skipped (up to date: precision: 'auto' -> 'float32'; runtime: 'auto' -> "
+        "'torch' resolves to the same settings" in out
     )
     assert embed_files(work) == before
     # A setting that does change the embeddings still redoes them.

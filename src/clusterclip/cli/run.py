@@ -98,8 +98,10 @@ def machine_line(resolved: dict[str, Any]) -> str:
     threads = resolved.get("threads") or {}
     counts = ", ".join(f"{name} {n}" for name, n in threads.items() if name != "cpus")
     precision = resolved.get("precision")
-    encoder = f"{resolved.get('encoder')} on {resolved.get('device') or 'cpu'}" + (
-        f" in {precision}" if precision else ""
+    encoder = (
+        f"{resolved.get('encoder')} on {resolved.get('device') or 'cpu'}"
+        + (f" in {precision}" if precision else "")
+        + (f" ({resolved['runtime']})" if resolved.get("runtime") else "")
     )
     reason = resolved.get("kmeans_backend_reason")
     backend = f"{resolved.get('kmeans_backend')}" + (f" ({reason})" if reason else "")

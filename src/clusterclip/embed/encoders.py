@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +30,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from clusterclip.embed.onnx_runtime import (
+    PROBE_COSINE,
+    PROBES,
+    RUNTIMES,
+    choose_runtime,
+    load_onnx_forward,
+)
 from clusterclip.embed.static_pass import OnePass
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.io.workdir import ARTIFACTS
@@ -43,6 +51,7 @@ __all__ = [
     "get_encoder",
     "resolve_compute",
     "resolve_model",
+    "resolve_runtime",
     "static_cache_dir",
 ]
 
@@ -116,6 +125,10 @@ class EncoderSpec:
         Allow a model's own Python code to run (needed by e.g. jina-embeddings-v2).
     precision : {"auto", "float32", "bfloat16", "float16"}
         ``"auto"``: float16 on GPU, bfloat16 on CPUs with AVX512-BF16/AMX, else float32.
+    runtime : {"auto", "torch", "onnxruntime"}
+        What runs the transformer's forward pass. ``"auto"``: torch for now
+        (:func:`clusterclip.embed.onnx_runtime.choose_runtime`); ``"onnxruntime"``:
+        the float32 pass in ONNX Runtime on CPU.
     state_dir : str, optional
         Directory holding fitted state (the TF-IDF fit lives in the work directory).
     seed : int
@@ -135,6 +148,7 @@ class EncoderSpec:
     device: str = "auto"
     trust_remote_code: bool = False
     precision: str = "auto"
+    runtime: str = "auto"
     state_dir: str | None = None
     seed: int = 0
 
@@ -147,6 +161,8 @@ class EncoderSpec:
                 raise invalid(name, "an int in [1, inf) or None", value)
         if self.precision not in ("auto", "float32", "bfloat16", "float16"):
             raise invalid("precision", "auto, float32, bfloat16 or float16", self.precision)
+        if self.runtime not in RUNTIMES:
+            raise invalid("runtime", "auto, torch or onnxruntime", self.runtime)
 
     def build(self) -> Encoder:
         """Build (or reuse, within this process) the encoder this spec describes."""
@@ -285,12 +301,13 @@ def _whitespace_counter(texts: list[str]) -> np.ndarray:
 # --------------------------------------------------------------------------- transformer
 
 
-def resolve_compute(device: str, precision: str) -> tuple[str, str]:
+def resolve_compute(device: str, precision: str, runtime: str = "auto") -> tuple[str, str]:
     """What ``auto`` device and precision of the sentence-transformers encoder become here.
 
     Device ``auto``: ``cuda`` when torch sees a GPU, else ``cpu``. Precision
     ``auto``: float16 on CUDA, bfloat16 on CPUs with AVX512-BF16/AMX, else
-    float32. Other values are returned as given.
+    float32 (always float32 when ``runtime`` is ``onnxruntime``). Other values
+    are returned as given.
 
     >>> resolve_compute("cpu", "float32")
     ('cpu', 'float32')
@@ -301,11 +318,24 @@ def resolve_compute(device: str, precision: str) -> tuple[str, str]:
     if precision == "auto":
         if device.startswith("cuda"):
             precision = "float16"
+        elif runtime == "onnxruntime":
+            precision = "float32"
         elif device == "cpu" and cpu_supports_bfloat16():
             precision = "bfloat16"
         else:
             precision = "float32"
     return device, precision
+
+
+def resolve_runtime(device: str, precision: str, runtime: str) -> str:
+    """What ``runtime`` becomes for a resolved device and precision (see
+    :func:`~clusterclip.embed.onnx_runtime.choose_runtime`); a rule of the CPU's
+    flags and the installed libraries, never of a timing.
+
+    >>> resolve_runtime("cuda", "float16", "auto")
+    'torch'
+    """
+    return choose_runtime(runtime, device=device, precision=precision)[0]
 
 
 class SentenceTransformerEncoder:
@@ -314,6 +344,8 @@ class SentenceTransformerEncoder:
     Texts are sorted by length before batching (little padding), run in float16
     on GPU or bfloat16 on CPUs that support it, pooled as the model is
     configured (mean pooling for plain HF models), and normalised in float32.
+    With ``runtime="onnxruntime"`` the float32 forward pass runs in ONNX
+    Runtime (:mod:`clusterclip.embed.onnx_runtime`).
     """
 
     def __init__(self, spec: EncoderSpec) -> None:
@@ -322,7 +354,7 @@ class SentenceTransformerEncoder:
         self.spec = spec
         self._torch = torch
         self.path = resolve_model(spec.model)
-        device, precision = resolve_compute(spec.device, spec.precision)
+        device, precision = resolve_compute(spec.device, spec.precision, spec.runtime)
         self.device = device
         self.precision = precision
         try:
@@ -361,6 +393,39 @@ class SentenceTransformerEncoder:
         # sentence-transformers >= 6 renamed `tokenize` to `preprocess`
         self._preprocess = getattr(model, "preprocess", None) or model.tokenize
         self._pad_id = int(getattr(model.tokenizer, "pad_token_id", None) or 0)
+        self.runtime, self.runtime_reason = choose_runtime(
+            spec.runtime, device=device, precision=precision
+        )
+        self._onnx = None
+        if self.runtime == "onnxruntime":
+            self._start_onnx()
+
+    def _start_onnx(self) -> None:
+        """Load (or export once) the ONNX graph; torch where it fails or differs, saying why."""
+        names = [
+            key for key, value in self._preprocess(["probe"]).items()
+            if getattr(value, "ndim", 0) == 2
+        ]  # fmt: skip
+        try:
+            self._onnx = load_onnx_forward(self.model, names, self._torch.get_num_threads())
+            onnx_rows = self.encode(list(PROBES))
+            self._onnx, onnx_probe = None, self._onnx
+            torch_rows = self.encode(list(PROBES))
+            self._onnx = onnx_probe
+            cosine = float((onnx_rows * torch_rows).sum(axis=1).min())
+            if not cosine >= PROBE_COSINE:
+                raise ClusterClipError(
+                    f"its vectors differ from torch's (min cosine {cosine:.6f} on probe texts)"
+                )
+        except Exception as error:  # export, load or check failed: torch computes the same
+            self._onnx = None
+            reason = f"onnxruntime unusable for this model: {error}"
+            if self.spec.runtime == "onnxruntime":
+                raise ClusterClipError(
+                    f"{reason}. Pass --runtime torch (or auto) to run it in torch."
+                ) from error
+            self.runtime, self.runtime_reason = "torch", reason
+            warnings.warn(f"{self.spec.model_id()}: {reason}; running in torch", stacklevel=3)
 
     def _features(self, texts: list[str]) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
         """Each text's unpadded model inputs (as the model's own preprocessing makes
@@ -409,8 +474,12 @@ class SentenceTransformerEncoder:
                     for slot, row in enumerate(rows):
                         block[slot, : lengths[row]] = features[row][key]
                     block[len(rows) :] = block[0]  # dummy rows, discarded below
-                    batch[key] = torch.from_numpy(block).to(self.device)
-                pooled = self.model(batch)["sentence_embedding"].float()
+                    batch[key] = block
+                if self._onnx is not None:
+                    pooled = torch.from_numpy(self._onnx.run(batch))
+                else:
+                    tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+                    pooled = self.model(tensors)["sentence_embedding"].float()
                 pooled = torch.nn.functional.normalize(pooled[: len(rows)], dim=1)
                 out[rows] = pooled.cpu().numpy()
         return out
@@ -426,6 +495,9 @@ class SentenceTransformerEncoder:
             "dim": self.dim,
             "device": self.device,
             "precision": self.precision,
+            "runtime": self.runtime,
+            "runtime_reason": self.runtime_reason,
+            **({"onnx_model": str(self._onnx.path)} if self._onnx is not None else {}),
             "max_length": int(self.model.max_seq_length),
             "batch_size": self.batch_size,
             "batch_tokens": self.batch_tokens,

@@ -41,6 +41,7 @@ from clusterclip.embed.encoders import (
     fit_tfidf,
     get_encoder,
     resolve_compute,
+    resolve_runtime,
     sample_for_fit,
     spec_to_dict,
 )
@@ -156,6 +157,7 @@ def embed(
     trust_remote_code: bool = False,
     engine_options: dict[str, Any] | None = None,
     precision: str = "auto",
+    runtime: str = "auto",
     seed: int = 0,
 ) -> EmbedResult:
     """Embed every document of a corpus into the work directory (resumable).
@@ -192,6 +194,9 @@ def embed(
         Let the model run its own code (opt-in, never the default).
     precision : {"auto", "float32", "bfloat16", "float16"}
         Compute precision of the transformer (``auto``: fp16 on GPU, bf16 on capable CPUs).
+    runtime : {"auto", "torch", "onnxruntime"}
+        What runs the transformer (``auto``: torch; ``onnxruntime``: float32 on
+        CPU in ONNX Runtime; :mod:`clusterclip.embed.onnx_runtime`).
     seed : int
         Seed of the tfidf sample and SVD.
 
@@ -218,7 +223,7 @@ def embed(
     options = EmbedOptions(
         encoder=encoder, model=model, text_field=text_field, id_field=id_field,
         batch_size=batch_size, max_length=max_length, device=device, precision=precision,
-        strict=strict, shard_size=shard_size, trust_remote_code=trust_remote_code, seed=seed,
+        runtime=runtime, strict=strict, shard_size=shard_size, trust_remote_code=trust_remote_code, seed=seed,
     )  # fmt: skip
     stage = EmbedStage(inputs, engine=engine, engine_options=engine_options)
     outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
@@ -266,24 +271,30 @@ class EmbedStage:
         return {corpus_key(i): fingerprint for i, fingerprint in enumerate(found)}
 
     def resolved(self, config: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any]:
-        """``config`` with ``device`` and ``precision`` as resolved (see the runner's ``_settled``).
+        """``config`` with ``device``, ``precision`` and ``runtime`` as resolved (see the
+        runner's ``_settled``).
 
         Only the sentence-transformers encoder uses them: for it they are what
-        the finished stage recorded (``entry``) or what this machine gives
-        ``auto``; the other encoders drop them.
+        the finished stage recorded (``entry``; ``torch`` for a stage from before
+        the runtime was a setting) or what this machine gives ``auto``; the
+        other encoders drop them.
         """
         config = dict(config)
         if config.get("encoder") != "sentence-transformers":
-            config.pop("device", None)
-            config.pop("precision", None)
+            for name in ("device", "precision", "runtime"):
+                config.pop(name, None)
         elif entry is not None:
             described = entry.get("encoder") or {}
             for name in ("device", "precision"):
                 config[name] = described.get(name, config.get(name))
+            config["runtime"] = described.get("runtime", "torch")
         else:
-            config["device"], config["precision"] = resolve_compute(
-                str(config.get("device")), str(config.get("precision"))
+            runtime = str(config.get("runtime", "auto"))
+            device, precision = resolve_compute(
+                str(config.get("device")), str(config.get("precision")), runtime
             )
+            config["device"], config["precision"] = device, precision
+            config["runtime"] = resolve_runtime(device, precision, runtime)
         return config
 
     def relocate(self, work: WorkDir, entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
@@ -316,7 +327,7 @@ def _run_embed(
         encoder=options.encoder, model=options.model, max_length=options.max_length,
         batch_size=options.batch_size, device=options.device,
         trust_remote_code=options.trust_remote_code, precision=options.precision,
-        state_dir=str(workdir.resolve()), seed=options.seed,
+        runtime=options.runtime, state_dir=str(workdir.resolve()), seed=options.seed,
     )  # fmt: skip
     plan = _Plan(work, options.shard_size)
     if not resume or not _same_sources(plan, stage.sources):

@@ -59,6 +59,12 @@ class EmbedOptions:
         "AVX512-BF16/AMX, else float32).",
         choices=("auto", "float32", "bfloat16", "float16"),
     )
+    runtime: str = option(
+        "auto",
+        "What runs the transformer's forward pass (auto: torch; onnxruntime: float32 on CPU "
+        "in ONNX Runtime, exported once per model; docs/embed.md).",
+        choices=("auto", "torch", "onnxruntime"),
+    )
     strict: bool = option(
         False,
         "Fail at the first bad record instead of listing it in rejects.jsonl.",
