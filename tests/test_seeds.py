@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from clusterclip.cluster.kmeans import KMeans, _rng
+from clusterclip.cluster.arrays import random_stream
+from clusterclip.cluster.kmeans import KMeans
 from clusterclip.cluster.options import ClusterOptions
 from clusterclip.config import RunConfig, RunOptions, config_from_mapping
 from clusterclip.embed.encoders import sample_for_fit
@@ -65,8 +66,8 @@ def test_seeds_past_32_bits_are_not_smaller_seeds(low):
     for high in (1, 2, 5, 2**31):
         seed = low + high * 2**32
         assert (
-            _rng(seed, 0).integers(0, 2**62, 4).tolist()
-            != _rng(low, 0).integers(0, 2**62, 4).tolist()
+            random_stream(seed, 0).integers(0, 2**62, 4).tolist()
+            != random_stream(low, 0).integers(0, 2**62, 4).tolist()
         )
         texts = [(i, f"text {i}") for i in range(200)]
         assert sample_for_fit(texts, size=20, seed=seed) != sample_for_fit(texts, size=20, seed=low)

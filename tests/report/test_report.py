@@ -65,9 +65,10 @@ def test_keywords_for_the_largest_clusters_only_when_there_are_many(built, monke
     the KEYWORD_CLUSTERS largest only, with the keywords they get when all are kept."""
     from clusterclip.describe import inspect_clusters
     from clusterclip.report import data as report_data
+    from clusterclip.report import keywords as report_keywords
 
     made, _path, full = built
-    monkeypatch.setattr(report_data, "KEYWORD_CLUSTERS", 2)
+    monkeypatch.setattr(report_keywords, "KEYWORD_CLUSTERS", 2)
     few = report_data.compute_report_data(made["workdir"])
     largest = [row["cluster"] for row in full["clusters"][:2]]
     assert [row["cluster"] for row in few["clusters"] if row["keywords"]] == largest

@@ -38,15 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.kmeans import (
-    _PURPOSE_SAMPLE,
-    KMeans,
-    _check_int,
-    _check_matrix,
-    _gather,
-    _normalise,
-    _rng,
+from clusterclip.cluster.arrays import (
+    PURPOSE_NODE,
+    PURPOSE_SAMPLE,
+    check_int,
+    check_matrix,
+    gather_rows,
+    normalise_rows,
+    random_stream,
 )
+from clusterclip.cluster.kmeans import KMeans
 from clusterclip.errors import ClusterClipError, invalid, spell
 from clusterclip.options import check_seed
 from clusterclip.threads import one_thread
@@ -59,9 +60,6 @@ __all__ = [
     "children_counts",
     "dissolve_small_leaves",
 ]
-
-#: SeedSequence spawn key of the per-node fits (kmeans.py uses 0-2 for its own streams).
-_PURPOSE_NODE = 3
 
 
 def check_levels(levels: Any, n_clusters: int) -> tuple[int, ...]:
@@ -158,7 +156,7 @@ class Tree(BaseTree):
         the last bits of the fp32 products.
         """
         block = np.asarray(block)
-        n, dim = _check_matrix(block, "block")
+        n, dim = check_matrix(block, "block")
         if dim != self.centroids[0].shape[1]:
             raise invalid(
                 "block",
@@ -166,7 +164,7 @@ class Tree(BaseTree):
                 f"shape {block.shape}",
                 "Assign embeddings from the model the tree was fitted on.",
             )
-        unit = _normalise(block, np.arange(offset, offset + n), allow_zero=True)
+        unit = normalise_rows(block, np.arange(offset, offset + n), allow_zero=True)
         zero = ~unit.any(axis=1)
         labels = np.full(n, -1, dtype=np.int32)
         scores = np.zeros(n, dtype=np.float32)
@@ -202,7 +200,7 @@ def _mean_cosine(unit: np.ndarray, centroids: np.ndarray, labels: np.ndarray, ba
 
 
 def _node_seed(seed: int, level: int, parent: int) -> int:
-    key = np.random.SeedSequence(seed, spawn_key=(_PURPOSE_NODE, level, parent))
+    key = np.random.SeedSequence(seed, spawn_key=(PURPOSE_NODE, level, parent))
     return int(key.generate_state(1, np.uint64)[0]) & ((1 << 63) - 1)
 
 
@@ -301,9 +299,9 @@ class HierarchicalKMeans:
         self.verbose = verbose
 
     def _validate(self) -> tuple[int, ...]:
-        _check_int("n_clusters", self.n_clusters, 1, "Pass n_clusters=2 or more.")
+        check_int("n_clusters", self.n_clusters, 1, "Pass n_clusters=2 or more.")
         check_seed(self.seed)
-        _check_int("beam", self.beam, 1, "Pass beam=1 (greedy) or more.")
+        check_int("beam", self.beam, 1, "Pass beam=1 (greedy) or more.")
         levels = check_levels(self.levels, int(self.n_clusters))
         self._kmeans(1, self.seed, self.backend)._validate()  # the shared parameters
         return levels
@@ -320,7 +318,7 @@ class HierarchicalKMeans:
         from clusterclip.progress import progress_bar
 
         levels = self._validate()
-        n, _ = _check_matrix(X)
+        n, _ = check_matrix(X)
         sizes = [*levels, int(self.n_clusters)]
         if n < sizes[-1]:
             raise invalid(
@@ -332,10 +330,12 @@ class HierarchicalKMeans:
         started = time.perf_counter()
         sample_size = min(n, int(self.max_points_per_centroid) * sizes[-1])
         if sample_size < n:
-            rows = np.sort(_rng(self.seed, _PURPOSE_SAMPLE).choice(n, sample_size, replace=False))
+            rows = np.sort(
+                random_stream(self.seed, PURPOSE_SAMPLE).choice(n, sample_size, replace=False)
+            )
         else:
             rows = np.arange(n, dtype=np.int64)
-        sample = _gather(X, rows, int(self.batch_size))
+        sample = gather_rows(X, rows, int(self.batch_size))
         top = self._kmeans(sizes[0], self.seed, self.backend, int(self.min_cluster_size))
         top.fit(sample)
         backend = top.backend_
@@ -434,8 +434,8 @@ class HierarchicalKMeans:
         ``tree_.ancestors(labels)``.
         """
         self._check_fitted()
-        n, _ = _check_matrix(X)
-        step = _check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
+        n, _ = check_matrix(X)
+        step = check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
         labels = np.empty(n, dtype=np.int32)
         scores = np.empty(n, dtype=np.float32)
         for start in range(0, n, step):

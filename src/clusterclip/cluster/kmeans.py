@@ -29,99 +29,24 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.cluster.arrays import (
+    PURPOSE_INIT,
+    PURPOSE_SAMPLE,
+    PURPOSE_SPLIT,
+    check_int,
+    check_matrix,
+    gather_rows,
+    normalise_rows,
+    random_stream,
+)
 from clusterclip.errors import invalid
 from clusterclip.options import check_seed
 from clusterclip.threads import available_cpus, one_thread
 
 __all__ = ["KMeans", "assign", "assign_matrix", "k_means"]
 
-#: SeedSequence spawn keys: one independent stream per use of randomness.
-_PURPOSE_SAMPLE, _PURPOSE_INIT, _PURPOSE_SPLIT = 0, 1, 2
-
+#: Norm of the seeded push that separates a re-split empty centroid from its copy.
 _SPLIT_EPS = 1.0 / 1024.0
-_SHOW_ROWS = 5
-
-
-def _rng(seed: int, purpose: int, run: int = 0) -> np.random.Generator:
-    key = (purpose,) if run == 0 else (purpose, run)
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
-def _check_int(name: str, value: Any, low: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise invalid(name, f"an int in [{low}, inf)", value, fix)
-    return int(value)
-
-
-def _check_matrix(X: Any, name: str = "X") -> tuple[int, int]:
-    shape = getattr(X, "shape", None)
-    if shape is None or not hasattr(X, "__getitem__") or len(shape) != 2:
-        raise invalid(
-            name,
-            "a 2-D matrix (numpy array, memmap or ShardedMatrix) of shape (n_rows, dim)",
-            type(X).__name__ if shape is None else f"shape {tuple(shape)}",
-            "Pass the embeddings as an (n_rows, dim) array.",
-        )
-    if not np.issubdtype(np.dtype(X.dtype), np.floating):
-        raise invalid(name, "a floating-point matrix", f"dtype {X.dtype}", "Cast it to float32.")
-    return int(shape[0]), int(shape[1])
-
-
-def _shown(rows: np.ndarray) -> str:
-    head = ", ".join(str(int(r)) for r in rows[:_SHOW_ROWS])
-    more = f" and {len(rows) - _SHOW_ROWS} more" if len(rows) > _SHOW_ROWS else ""
-    return f"rows [{head}]{more}"
-
-
-def check_finite(block: np.ndarray, rows: np.ndarray, name: str = "X") -> None:
-    """Raise naming the first rows of ``block`` with NaN or infinite values.
-
-    ``rows`` holds the row number (in the caller's numbering) of each block row.
-    """
-    finite = np.isfinite(block).all(axis=1)
-    if not finite.all():
-        raise invalid(
-            name,
-            "finite (no NaN or infinite values)",
-            f"non-finite values in {_shown(rows[~finite])}",
-            "Re-embed those documents (or drop the rows) and fit again.",
-        )
-
-
-def _normalise(block: np.ndarray, rows: np.ndarray, *, allow_zero: bool) -> np.ndarray:
-    """float32 unit rows; zero rows raise (or stay zero when ``allow_zero``)."""
-    block = np.array(block, dtype=np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", block, block))
-    if not np.isfinite(norms).all():  # NaN/inf rows, or squares overflowing float32
-        check_finite(block, rows)
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64)).astype(np.float32)
-    zero = norms == 0
-    if zero.any() and not allow_zero:
-        raise invalid(
-            "X",
-            "rows with a non-zero norm (the cosine of a zero vector is undefined)",
-            f"all-zero {_shown(rows[zero])}",
-            "Drop those rows before fitting (the cluster stage leaves out non-ok "
-            "documents, whose embeddings are zero, by itself).",
-        )
-    norms[zero] = 1.0
-    block /= norms[:, None]
-    return block
-
-
-def _gather(X: Any, rows: np.ndarray, batch_size: int) -> np.ndarray:
-    """Rows ``rows`` (sorted) of ``X`` as float32 unit rows, read in batches."""
-    n, dim = _check_matrix(X)
-    out = np.empty((len(rows), dim), dtype=np.float32)
-    contiguous = len(rows) == n
-    # A row view (e.g. the ok documents) names rows by their number in the source.
-    source_rows = getattr(X, "source_rows", None)
-    for start in range(0, len(rows), batch_size):
-        stop = min(start + batch_size, len(rows))
-        block = X[start:stop] if contiguous else X[rows[start:stop]]
-        names = rows[start:stop] if source_rows is None else source_rows[rows[start:stop]]
-        out[start:stop] = _normalise(block, names, allow_zero=False)
-    return out
 
 
 #: Rows of the fit sample timed by :func:`lloyd_threads`.
@@ -253,7 +178,7 @@ def assign(
 
     block = np.asarray(block)
     centroids = np.ascontiguousarray(centroids, dtype=np.float32)
-    n, dim = _check_matrix(block, "block")
+    n, dim = check_matrix(block, "block")
     if centroids.ndim != 2 or centroids.shape[1] != dim:
         raise invalid(
             "centroids",
@@ -263,7 +188,7 @@ def assign(
             "`clusterclip cluster --overwrite` after re-embedding.",
         )
     rows = np.arange(offset, offset + n)
-    unit = _normalise(block, rows, allow_zero=True)
+    unit = normalise_rows(block, rows, allow_zero=True)
     engine = get_backend(backend)
     labels, scores = engine.top1(engine.prepare(unit), centroids)
     labels = labels.astype(np.int32)
@@ -292,8 +217,8 @@ def assign_matrix(
     """
     from clusterclip.progress import progress_bar
 
-    n, _ = _check_matrix(X)
-    batch_size = _check_int("batch_size", batch_size, 1, "Pass e.g. batch_size=65536.")
+    n, _ = check_matrix(X)
+    batch_size = check_int("batch_size", batch_size, 1, "Pass e.g. batch_size=65536.")
     labels = np.empty(n, dtype=np.int32)
     scores = np.empty(n, dtype=np.float32)
     bar = progress_bar(total=n, desc="assign", unit="doc") if progress else None
@@ -416,18 +341,18 @@ class KMeans:
         from clusterclip.cluster.backends import BACKENDS
         from clusterclip.cluster.seeding import INITS
 
-        _check_int("n_clusters", self.n_clusters, 1, "Pass n_clusters=2 or more.")
+        check_int("n_clusters", self.n_clusters, 1, "Pass n_clusters=2 or more.")
         check_seed(self.seed)
-        _check_int("n_iter", self.n_iter, 1, "Pass n_iter=20 (the default) or more.")
-        _check_int(
+        check_int("n_iter", self.n_iter, 1, "Pass n_iter=20 (the default) or more.")
+        check_int(
             "max_points_per_centroid",
             self.max_points_per_centroid,
             1,
             "Pass e.g. 256 (the default).",
         )
-        _check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
-        _check_int("n_init", self.n_init, 1, "Pass n_init=1 (the default) or more.")
-        _check_int(
+        check_int("batch_size", self.batch_size, 1, "Pass e.g. batch_size=65536.")
+        check_int("n_init", self.n_init, 1, "Pass n_init=1 (the default) or more.")
+        check_int(
             "min_cluster_size", self.min_cluster_size, 1, "Pass min_cluster_size=1 (no filter)."
         )
         if self.init not in INITS:
@@ -453,7 +378,7 @@ class KMeans:
         from clusterclip.cluster.seeding import seed_centroids
 
         self._validate()
-        n, _ = _check_matrix(X)
+        n, _ = check_matrix(X)
         k = int(self.n_clusters)
         if n == 0:
             raise invalid("X", "a matrix with at least one row", "0 rows", "Pass the embeddings.")
@@ -467,10 +392,12 @@ class KMeans:
         started = time.perf_counter()
         sample_size = min(n, int(self.max_points_per_centroid) * k)
         if sample_size < n:
-            rows = np.sort(_rng(self.seed, _PURPOSE_SAMPLE).choice(n, sample_size, replace=False))
+            rows = np.sort(
+                random_stream(self.seed, PURPOSE_SAMPLE).choice(n, sample_size, replace=False)
+            )
         else:
             rows = np.arange(n, dtype=np.int64)
-        sample = _gather(X, rows, int(self.batch_size))
+        sample = gather_rows(X, rows, int(self.batch_size))
         # "auto" is a rule of the machine type; "fastest" is measured (cluster/probe.py).
         choice = choose_backend(self.backend, sample, k)
         engine = get_backend(choice.backend)
@@ -483,7 +410,7 @@ class KMeans:
                 sample,
                 k,
                 init=self.init,
-                rng=_rng(self.seed, _PURPOSE_INIT, run),
+                rng=random_stream(self.seed, PURPOSE_INIT, run),
                 min_cluster_size=int(self.min_cluster_size),
                 n_rows=n,
             )
@@ -492,7 +419,11 @@ class KMeans:
             init_info["lloyd_threads"] = threads
             with one_thread() if threads["threads"] == 1 else contextlib.nullcontext():
                 centroids, stats = self._lloyd(
-                    engine, prepared, sample, centroids, _rng(self.seed, _PURPOSE_SPLIT, run)
+                    engine,
+                    prepared,
+                    sample,
+                    centroids,
+                    random_stream(self.seed, PURPOSE_SPLIT, run),
                 )
             # The final E-step on the default threads, whichever Lloyd ran on: a product's
             # last bits can depend on the thread count, the reported objective must not.

@@ -277,6 +277,48 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         raise invalid("n_clusters", "an int in [1, inf)", None, f"Pass {hint('n_clusters', 100)}.")
     model = _model(options, stage)
     model._validate()
+    ok, embeddings, usable = _usable_documents(work, options)
+    data = embeddings if len(usable) == len(ok) else _RowView(embeddings, usable)
+    model.fit(data)
+    fitted = time.perf_counter()
+    labels, scores, centroids, tree, small = _assign(embeddings, ok, usable, model, options, stage)
+    assigned = time.perf_counter()
+    stability = None
+    if options.stability_sample > 0 and tree is None:
+        from clusterclip.cluster.stability import seed_stability
+
+        stability = seed_stability(
+            embeddings, labels, usable, n_clusters=options.n_clusters, seed=options.seed,
+            sample_size=options.stability_sample, init=options.init, backend=model.backend_,
+            batch_size=options.assign_batch_size,
+        )  # fmt: skip
+    levels = None if tree is None else tree.ancestors(labels)
+    outputs = _write_outputs(work, labels, scores, centroids, levels=levels, tree=tree)
+    summary = cluster_summary(labels, scores, len(centroids))
+    summary.update(_fit_summary(options, model, small, stability))
+    summary["seconds"] = {
+        "fit": round(fitted - started, 3),
+        "assign": round(assigned - fitted, 3),
+        "stability": stability["seconds"] if stability else 0.0,
+        "total": round(time.perf_counter() - started, 3),
+    }
+    if tree is not None:
+        summary["levels"] = _levels_summary(options, model, tree, levels)
+    record: dict[str, Any] = {
+        "engine": stage.engine,
+        "fit_stats": model.stats_ if tree is None else model.level_stats_,
+        "small_clusters": small,
+        "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
+    }
+    if model.backend_ == "faiss" or options.backend in ("auto", "fastest", "faiss"):
+        record["blas"] = _blas_record()
+    result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
+                           levels=levels)  # fmt: skip
+    return StageOutput(outputs, summary, record, result)
+
+
+def _usable_documents(work: WorkDir, options: ClusterOptions) -> tuple[np.ndarray, Any, np.ndarray]:
+    """The ok mask, the embeddings and the ok rows; raise when they cannot be clustered."""
     ok = work.ok_mask()
     embeddings = work.embeddings()
     if embeddings.shape[0] != len(ok):
@@ -301,9 +343,23 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             options.n_clusters,
             f"Pass {hint('n_clusters', max(len(usable), 1))} or fewer, or embed more documents.",
         )
-    data = embeddings if len(usable) == len(ok) else _RowView(embeddings, usable)
-    model.fit(data)
-    fitted = time.perf_counter()
+    return ok, embeddings, usable
+
+
+def _assign(
+    embeddings: Any,
+    ok: np.ndarray,
+    usable: np.ndarray,
+    model: Any,
+    options: ClusterOptions,
+    stage: ClusterStage,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any, dict[str, Any]]:
+    """Every document's label and score under the fitted ``model``, small clusters dissolved.
+
+    Returns ``(labels, scores, centroids, tree, small)``: ``-1`` and ``0.0`` for the
+    documents that are not ok, ``tree`` ``None`` unless ``options.levels``, and
+    ``small`` the record of the dissolved clusters.
+    """
     tree = model.tree_ if options.levels else None
     centroids = model.centroids_ if tree is not None else model.cluster_centers_
     labels, scores = assign_files(
@@ -326,54 +382,27 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
             beam=options.beam,
         )  # fmt: skip
         centroids = tree.centroids[-1]
-    assigned = time.perf_counter()
-    stability = None
-    if options.stability_sample > 0 and tree is None:
-        from clusterclip.cluster.stability import seed_stability
+    return labels, scores, centroids, tree, small
 
-        stability = seed_stability(
-            embeddings, labels, usable, n_clusters=options.n_clusters, seed=options.seed,
-            sample_size=options.stability_sample, init=options.init, backend=model.backend_,
-            batch_size=options.assign_batch_size,
-        )  # fmt: skip
-    levels = None if tree is None else tree.ancestors(labels)
-    outputs = _write_outputs(work, labels, scores, centroids, levels=levels, tree=tree)
-    summary = cluster_summary(labels, scores, len(centroids))
-    summary.update(
-        {
-            "requested_clusters": int(options.n_clusters),
-            "min_cluster_size": small["min_cluster_size"],
-            "dissolved_clusters": len(small["dissolved"]) + small.get("empty_removed", 0),
-            "dissolved_documents": int(sum(d["size"] for d in small["dissolved"])),
-            "objective": round(model.objective_, 6),
-            "sample_size": model.sample_size_,
-            "n_iter": getattr(model, "n_iter_", None),
-            "backend": model.backend_,
-            "backend_choice": model.backend_choice_,
-            "threads": _threads(),
-            "stability": stability,
-            "init": getattr(model, "init_", None),
-            "seconds": {
-                "fit": round(fitted - started, 3),
-                "assign": round(assigned - fitted, 3),
-                "stability": stability["seconds"] if stability else 0.0,
-                "total": round(time.perf_counter() - started, 3),
-            },
-        }
-    )
-    if tree is not None:
-        summary["levels"] = _levels_summary(options, model, tree, levels)
-    record: dict[str, Any] = {
-        "engine": stage.engine,
-        "fit_stats": model.stats_ if tree is None else model.level_stats_,
-        "small_clusters": small,
-        "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
+
+def _fit_summary(
+    options: ClusterOptions, model: Any, small: dict[str, Any], stability: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The summary's entries about the fit: what was asked, what was dissolved, how it ran."""
+    return {
+        "requested_clusters": int(options.n_clusters),
+        "min_cluster_size": small["min_cluster_size"],
+        "dissolved_clusters": len(small["dissolved"]) + small.get("empty_removed", 0),
+        "dissolved_documents": int(sum(d["size"] for d in small["dissolved"])),
+        "objective": round(model.objective_, 6),
+        "sample_size": model.sample_size_,
+        "n_iter": getattr(model, "n_iter_", None),
+        "backend": model.backend_,
+        "backend_choice": model.backend_choice_,
+        "threads": _threads(),
+        "stability": stability,
+        "init": getattr(model, "init_", None),
     }
-    if model.backend_ == "faiss" or options.backend in ("auto", "fastest", "faiss"):
-        record["blas"] = _blas_record()
-    result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
-                           levels=levels)  # fmt: skip
-    return StageOutput(outputs, summary, record, result)
 
 
 def _model(options: ClusterOptions, stage: ClusterStage) -> Any:

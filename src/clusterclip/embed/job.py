@@ -34,19 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.embed.encoders import (
-    TFIDF_SAMPLE,
-    EncoderSpec,
-    ensure_static_model,
-    fit_tfidf,
-    get_encoder,
-    resolve_compute,
-    resolve_runtime,
-    sample_for_fit,
-    spec_to_dict,
-)
+from clusterclip.embed.encoders import EncoderSpec, get_encoder, spec_to_dict
 from clusterclip.embed.index import IndexRows
 from clusterclip.embed.options import EmbedOptions
+from clusterclip.embed.static import ensure_static_model
+from clusterclip.embed.tfidf import TFIDF_SAMPLE, fit_tfidf, sample_for_fit
+from clusterclip.embed.transformer import resolve_compute, resolve_runtime
 from clusterclip.embed.worker import EmbedWorker
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import ClusterClipError, hint, spell

@@ -9,7 +9,7 @@ offsets), and tokenises the next batch on the helper thread meanwhile
 (:func:`clusterclip.threads.prefetched`).
 
 The vectors are model2vec's (``StaticModel.encode``, then unit rows), as
-:meth:`~clusterclip.embed.encoders.StaticEncoder.encode` gives them:
+:meth:`~clusterclip.embed.static.StaticEncoder.encode` gives them:
 
 - a text longer than ``max_length * median_token_length`` characters is cut
   there before tokenising, its first ``max_length`` tokens are pooled, and

@@ -42,6 +42,7 @@ __all__ = [
     "analyse",
     "answer_tables",
     "contrast_policies",
+    "grid_family",
     "main",
     "read_grid",
 ]
@@ -139,7 +140,15 @@ class Row:
         return stats.verdict(self.test.mean, self.test.low, self.test.high, q=self.q)
 
 
-def _family(grid: str) -> str:
+def grid_family(grid: str) -> str:
+    """The test family a grid's rows belong to: every ``clip*`` grid is one, ``clip``.
+
+    Benjamini-Hochberg is applied over the rows of one family, and the figures
+    draw one family at a time.
+
+    >>> grid_family("clip-tail"), grid_family("main")
+    ('clip', 'main')
+    """
     return "clip" if grid.startswith("clip") else grid
 
 
@@ -149,7 +158,7 @@ def place_name(grid: str, corpus: str) -> str:
     >>> place_name("clip-tail", "kjv"), place_name("main", "kjv")
     ('kjv-tail', 'kjv')
     """
-    family = _family(grid)
+    family = grid_family(grid)
     return corpus if grid == family else f"{corpus}-{grid.removeprefix(family + '-')}"
 
 
@@ -177,7 +186,7 @@ def _cells(records: Sequence[dict]) -> dict:
     cells: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     for record in records:
         key = (record["_grid"], record["corpus"])
-        cells[_family(record["_grid"])][key][record["regime"]].setdefault(record["policy"], {})[
+        cells[grid_family(record["_grid"])][key][record["regime"]].setdefault(record["policy"], {})[
             record["seed"]
         ] = record
     return cells

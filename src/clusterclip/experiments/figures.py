@@ -143,12 +143,12 @@ def draw_rare_share(records: Sequence[dict], path: Path, *, title: str) -> None:
 
 def draw_all(records: Sequence[dict], rows: Sequence[Row], folder: Path) -> list[Path]:
     """Every figure of every family into ``folder``; returns the paths written."""
-    from clusterclip.experiments.answer import _family
+    from clusterclip.experiments.answer import grid_family
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for family in dict.fromkeys(r.family for r in rows):
-        members = [r for r in records if _family(r["_grid"]) == family]
+        members = [r for r in records if grid_family(r["_grid"]) == family]
         for name, draw, data in (
             ("paired", draw_paired, [r for r in rows if r.family == family]),
             ("curves", draw_curves, members),

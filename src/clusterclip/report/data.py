@@ -35,6 +35,7 @@ import numpy as np
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.report.duplicates import duplicate_groups
+from clusterclip.report.keywords import describe_largest
 from clusterclip.report.notices import collect_notices, keywords_notice, warning_lines
 from clusterclip.schedule.config import cluster_cap_of  # the stored settings; loads no engine
 
@@ -143,7 +144,7 @@ def compute_report_data(
     repeats = _count_repeats(inputs, draws.seen_per_doc)
     docs = _documents_info(work, inputs.n)
     tokens_drawn = _tokens_drawn(docs["n_tokens"], draws.seen_per_doc)
-    inspected, keywords_missing = _inspect(
+    inspected, keywords_missing = describe_largest(
         work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples
     )
     shares = _shares(inputs, rarest, draws.per_cluster)
@@ -558,7 +559,7 @@ def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool)
     before = np.asarray(record.get("sizes_before", inputs.sizes), dtype=np.int64)
     dissolved = [dict(d) for d in record.get("dissolved", [])]
     texts: dict[int, dict[str, Any]] = {}
-    if dissolved and keywords_available:  # the corpus is readable (checked by _inspect)
+    if dissolved and keywords_available:  # the corpus is readable (checked by describe_largest)
         from clusterclip.describe import document_texts
 
         wanted = [i for d in dissolved for i in d.get("members", [])[:3]]
@@ -574,49 +575,3 @@ def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool)
         "dissolved": dissolved,
         "sizes_before_by_rank": [int(x) for x in np.sort(before)[::-1]],
     }
-
-
-#: Keywords come from at most this many documents per cluster, spread over the corpus ...
-KEYWORD_DOCUMENTS = 1000
-#: ... and from at most this many documents in all (fewer per cluster when there are many) ...
-KEYWORD_BUDGET = 2_000_000
-#: ... for the table's largest clusters: a word counter each (all of them at 10^5 clusters
-#: took 6.9 GB); every counted document still weighs in the corpus-wide word counts.
-KEYWORD_CLUSTERS = 2000
-
-
-def keyword_plan(sizes: np.ndarray) -> tuple[list[int], int]:
-    """The clusters the report describes (largest first, ties by id) and documents counted per cluster.
-
-    >>> keyword_plan(np.array([5, 9, 0, 9]))
-    ([1, 3, 0, 2], 1000)
-    >>> keyword_plan(np.zeros(100_000, dtype=np.int64))[1]
-    20
-    """
-    by_size = np.argsort(-np.asarray(sizes), kind="stable")
-    per_cluster = min(KEYWORD_DOCUMENTS, max(1, KEYWORD_BUDGET // max(len(sizes), 1)))
-    return [int(k) for k in by_size[:KEYWORD_CLUSTERS]], per_cluster
-
-
-def _inspect(
-    work: WorkDir, sizes: np.ndarray, *, n_keywords: int, n_examples: int
-) -> tuple[dict[int, dict[str, Any]], str | None]:
-    """Keywords and examples of the largest clusters, and why there are none (None: there are).
-
-    A corpus that cannot be re-read (moved, changed, an in-memory dataset) gives
-    ``({}, reason)``: the report still has every number, minus words, and says why.
-    """
-    from clusterclip.describe import inspect_clusters
-
-    clusters, per_cluster = keyword_plan(sizes)
-    try:
-        found = inspect_clusters(
-            work.path,
-            clusters=clusters,
-            n_keywords=n_keywords,
-            n_examples=n_examples,
-            max_documents=per_cluster,
-        )
-    except (ClusterClipError, OSError) as error:
-        return {}, str(error)
-    return {int(entry["cluster"]): entry for entry in found}, None

@@ -1,0 +1,75 @@
+"""Which clusters the report describes in words, and their keywords and examples.
+
+The words come from :func:`clusterclip.describe.inspect_clusters` (which re-reads
+the embedded corpus); this module decides for which clusters and from how many
+documents (:func:`keyword_plan`), so a report on ``10**5`` clusters stays within
+memory, and turns a corpus that cannot be re-read into a reason the report shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir
+
+__all__ = [
+    "KEYWORD_BUDGET",
+    "KEYWORD_CLUSTERS",
+    "KEYWORD_DOCUMENTS",
+    "describe_largest",
+    "keyword_plan",
+]
+
+#: Keywords come from at most this many documents per cluster, spread over the corpus ...
+KEYWORD_DOCUMENTS = 1000
+#: ... and from at most this many documents in all (fewer per cluster when there are many) ...
+KEYWORD_BUDGET = 2_000_000
+#: ... for the table's largest clusters: a word counter each (all of them at 10^5 clusters
+#: took 6.9 GB); every counted document still weighs in the corpus-wide word counts.
+KEYWORD_CLUSTERS = 2000
+
+
+def keyword_plan(sizes: np.ndarray) -> tuple[list[int], int]:
+    """The clusters the report describes (largest first, ties by id) and documents counted per cluster.
+
+    >>> keyword_plan(np.array([5, 9, 0, 9]))
+    ([1, 3, 0, 2], 1000)
+    >>> keyword_plan(np.zeros(100_000, dtype=np.int64))[1]
+    20
+    """
+    by_size = np.argsort(-np.asarray(sizes), kind="stable")
+    per_cluster = min(KEYWORD_DOCUMENTS, max(1, KEYWORD_BUDGET // max(len(sizes), 1)))
+    return [int(k) for k in by_size[:KEYWORD_CLUSTERS]], per_cluster
+
+
+def describe_largest(
+    work: WorkDir, sizes: np.ndarray, *, n_keywords: int, n_examples: int
+) -> tuple[dict[int, dict[str, Any]], str | None]:
+    """Keywords and examples of the largest clusters, and why there are none (None: there are).
+
+    The clusters are :func:`keyword_plan`'s. A corpus that cannot be re-read (moved,
+    changed, an in-memory dataset) gives ``({}, reason)``: the report still has every
+    number, minus words, and says why (``notices.keywords_dropped`` in ``report.json``,
+    the notices table of ``report.html`` and a warning line).
+
+    >>> found, reason = describe_largest(WorkDir("work"), sizes, n_keywords=8, n_examples=1)  # doctest: +SKIP
+    >>> found[0]["keywords"][:3], reason  # doctest: +SKIP
+    (['lord', 'god', 'israel'], None)
+    """
+    from clusterclip.describe import inspect_clusters
+
+    clusters, per_cluster = keyword_plan(sizes)
+    try:
+        found = inspect_clusters(
+            work.path,
+            clusters=clusters,
+            n_keywords=n_keywords,
+            n_examples=n_examples,
+            max_documents=per_cluster,
+        )
+    except (ClusterClipError, OSError) as error:
+        return {}, str(error)
+    return {int(entry["cluster"]): entry for entry in found}, None
