@@ -101,7 +101,7 @@ class SplitOptions:
 
     @classmethod
     def of(cls, cfg: Any) -> SplitOptions:
-        """The fields of an :class:`~clusterclip.experiments.lm.ExperimentConfig` this stage uses."""
+        """The fields of an :class:`~clusterclip.experiments.options.ExperimentConfig` this stage uses."""
         return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
 
 
