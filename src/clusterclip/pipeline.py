@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from clusterclip.config import (
@@ -26,6 +25,7 @@ from clusterclip.config import (
     ScheduleOptions,
 )
 from clusterclip.errors import hint, invalid
+from clusterclip.plan import StageLedger
 
 __all__ = [
     "ClusterOptions",
@@ -37,44 +37,6 @@ __all__ = [
     "plan_budget",
     "run",
 ]
-
-
-@dataclass
-class StageLedger:
-    """Which stages of a run finished, which one was running, which never started.
-
-    :func:`run` fills it as it goes, so a caller that sees the run stop (Ctrl-C,
-    SIGTERM, an error) can say what was done and what was not.
-
-    >>> ledger = StageLedger(planned=["embed", "cluster", "report"])
-    >>> ledger.finished["embed"] = "ran"; ledger.running = "cluster"
-    >>> ledger.describe()
-    'embed ran; cluster stopped part-way; not run: report'
-    >>> ledger.finished.update(cluster="ran", report="skipped"); ledger.running = None
-    >>> ledger.describe()
-    'every stage finished (embed ran, cluster ran, report skipped)'
-    """
-
-    planned: list[str] = field(default_factory=list)
-    finished: dict[str, str] = field(default_factory=dict)  # stage -> ran / resumed / skipped
-    running: str | None = None
-
-    def not_run(self) -> list[str]:
-        """The planned stages that did not finish, in pipeline order."""
-        return [name for name in self.planned if name not in self.finished]
-
-    def describe(self) -> str:
-        """What ran, what stopped part-way and what did not run, in one line."""
-        done = ", ".join(f"{name} {action}" for name, action in self.finished.items())
-        missing = [name for name in self.not_run() if name != self.running]
-        if not missing and self.running is None:
-            return f"every stage finished ({done})"
-        parts = [done] if done else []
-        if self.running is not None:
-            parts.append(f"{self.running} stopped part-way")
-        if missing:
-            parts.append(f"not run: {', '.join(missing)}")
-        return "; ".join(parts)
 
 
 def plan_budget(options: ScheduleOptions, n_usable: int) -> dict[str, int | None]:
@@ -203,38 +165,31 @@ def run(
     from clusterclip.dedup.stage import DedupStage
     from clusterclip.embed.job import EmbedStage
     from clusterclip.io import WorkDir
+    from clusterclip.plan import plan_stages
     from clusterclip.progress import progress_enabled
     from clusterclip.report.stage import ReportStage
-    from clusterclip.runner import run_stage
     from clusterclip.schedule.stage import ScheduleStage
 
     config, source = resolve_config(config, inputs, workdir, n_clusters)
     work = WorkDir(config.workdir)
     engine_options = config.ray.engine_options()
     progress = progress_enabled()  # the k-means iterations and assignment, as for embed
-    stages: list[tuple[Any, str]] = [
+    offered = [
         (EmbedStage(source, engine=config.engine, engine_options=engine_options), "embed"),
         (
             ClusterStage(engine=config.engine, engine_options=engine_options, progress=progress),
             "cluster",
         ),
+        (DedupStage(), "dedup"),  # in the plan when the schedule's inputs name its groups
+        (ScheduleStage(), "schedule"),
+        (ReportStage(), "report"),
     ]
-    if config.schedule.duplicates == "group":
-        stages.append((DedupStage(), "dedup"))
-    stages.append((ScheduleStage(), "schedule"))
-    if config.report.enabled:
-        stages.append((ReportStage(), "report"))
-    ledger = ledger if ledger is not None else StageLedger()
-    ledger.planned = [stage.name for stage, _section in stages]
-    outcomes = {}
+    plan = plan_stages(
+        [(stage, config.stage_options(section)) for stage, section in offered],
+        ["report" if config.report.enabled else "schedule"],
+    )
     with work.lock(log=log):  # one run at a time: its summary is its own stages'
-        for stage, section in stages:
-            ledger.running = stage.name
-            outcomes[stage.name] = run_stage(
-                stage, work, config.stage_options(section), on_change="redo", log=log
-            )
-            ledger.finished[stage.name] = outcomes[stage.name].action
-            ledger.running = None
+        outcomes = plan.run(work, on_change="redo", log=log, ledger=ledger)
         return _result(work, outcomes)
 
 

@@ -144,7 +144,10 @@ def test_the_litdata_topology_flags_old_and_new(work, tmp_path, capsys):
         code, out, err = call(capsys, "export", "--workdir", str(work), "--format",
                               "ordered-jsonl", "--out", str(tmp_path / "out"), *flags)  # fmt: skip
         assert code == 2 and out == ""
-        assert f"error: {named} apply only to --format litdata. Drop them." in err
+        assert (
+            f"error: {named} do not apply to --format ordered-jsonl (only to litdata). Drop them."
+            in err
+        )
         assert not (tmp_path / "out").exists()
 
 

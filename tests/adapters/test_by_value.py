@@ -93,4 +93,7 @@ def test_cli_refuses_flags_that_do_not_apply(made, tmp_path, capsys):
     assert main([*base, "--format", "mds", "--shard-size", "10"]) != 0
     assert "--shard-size does not apply to --format mds" in capsys.readouterr().err
     assert main([*base, "--format", "megatron", "--world-size", "2", "--batch-size", "4"]) != 0
-    assert "--world-size, --batch-size apply only to --format litdata" in capsys.readouterr().err
+    assert (
+        "--world-size, --batch-size do not apply to --format megatron (only to litdata)"
+        in capsys.readouterr().err
+    )

@@ -221,7 +221,11 @@ def test_cli_token_formats(made, flat, tokenizer_dir, tmp_path, capsys):
     assert code == 2 and "needs --tokenizer" in err and "now --format sample-index" in err
     code = main(["export", "--workdir", workdir, "--format", "ordered-jsonl", "--out",
                  str(tmp_path / "o"), "--no-eos"])  # fmt: skip
-    assert code == 2 and "--no-eos: only for the token formats" in capsys.readouterr().err
+    assert (
+        code == 2
+        and "--no-eos does not apply to --format ordered-jsonl (only to flat-tokens, megatron)"
+        in capsys.readouterr().err
+    )
     code = main(["export", "--workdir", workdir, "--format", "flat-tokens", "--out",
                  str(tmp_path / "f"), "--tokenizer", str(tokenizer_dir)])  # fmt: skip
     assert code == 2 and "(e.g. --eos-token [SEP] for BERT" in capsys.readouterr().err

@@ -6,6 +6,9 @@
 - ``clusterclip.adapters.hf``: Hugging Face ``datasets`` in schedule order.
 - ``clusterclip.adapters.export``: ordered jsonl shards and sample indices for
   trainers that read files.
+- ``clusterclip.adapters.exporters``: every export layout behind one ``Exporter``
+  protocol (settings as ``option()`` fields, ``export(work, out, options) ->
+  ExportSummary``), registered in ``EXPORTERS`` for ``clusterclip export``.
 - ``clusterclip.adapters.folders``: the ClusterClip authors' layout, one folder
   of jsonl files per cluster.
 - ``clusterclip.adapters.ranks``: the one rule by which the sampler and the

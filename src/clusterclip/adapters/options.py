@@ -1,6 +1,7 @@
 """Settings of the token exports (``flat-tokens``, ``megatron``), declared once.
 
-The flags of ``clusterclip export`` and the keyword arguments of
+The flags of ``clusterclip export`` (through the token layouts of
+:mod:`clusterclip.adapters.exporters`) and the keyword arguments of
 :func:`clusterclip.adapters.flat.export_flat_tokens` and
 :func:`clusterclip.adapters.megatron.export_megatron` come from here.
 """
@@ -8,6 +9,7 @@ The flags of ``clusterclip export`` and the keyword arguments of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from clusterclip.options import check_fields, option
 
@@ -22,6 +24,7 @@ class TokenOptions:
     True
     """
 
+    title: ClassVar[str] = "tokens"  # its flags' group in `clusterclip export --help`
     tokenizer: str | None = option(
         None,
         "Tokenizer of the token formats (flat-tokens, megatron): a tokenizer.json file, a "

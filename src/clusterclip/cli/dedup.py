@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from clusterclip.dedup.stage import DedupStage, group_rows
     from clusterclip.errors import ClusterClipError
     from clusterclip.io import WorkDir
-    from clusterclip.runner import run_stage
+    from clusterclip.plan import plan_stages
 
     if args.largest < 0:
         flag = typed_flag(args, "largest", "--largest")
@@ -69,9 +69,8 @@ def run(args: argparse.Namespace) -> int:
     work = WorkDir(args.workdir)
     work.require("cluster")
     options = DedupOptions(**section_values(args, "dedup"))
-    outcome = run_stage(
-        DedupStage(), work, options, on_change="refuse", force=args.overwrite, log=print
-    )
+    plan = plan_stages([(DedupStage(), options)], ["dedup"])
+    outcome = plan.run(work, on_change="refuse", force=args.overwrite, log=print)["dedup"]
     rows = group_rows(work)
     shown = rows[: args.largest]
     print(format_summary(outcome.summary, shown, _texts_of(work, shown)))

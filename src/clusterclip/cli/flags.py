@@ -15,6 +15,7 @@ from clusterclip.options import add_flags, from_args
 
 __all__ = [
     "add_engine_flags",
+    "add_former_spellings",
     "add_renamed",
     "add_section",
     "engine_from_args",
@@ -102,6 +103,23 @@ def add_renamed(parser: Any, flag: str, old: str, **kwargs: Any) -> None:
         old, dest=action.dest, type=kwargs.get("type"), metavar=action.metavar,
         default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=_OldSpelling, new=flag,
     )  # fmt: skip
+
+
+def add_former_spellings(group: Any, cls: Any) -> None:
+    """The former flags of ``cls``'s fields (its ``renamed``: ``{field: old flag}``), hidden.
+
+    Call after :func:`clusterclip.options.add_flags` put the current flags in ``group``;
+    the old spelling takes the same values, says on stderr which flag replaces it, and
+    errors then name the flag the user typed (:func:`typed_flag`).
+    """
+    current = {action.dest: action for action in group._group_actions}
+    for name, old in getattr(cls, "renamed", {}).items():
+        action = current[name]
+        group.add_argument(
+            old, dest=action.dest, type=action.type, metavar=action.metavar,
+            default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=_OldSpelling,
+            new=action.option_strings[0],
+        )  # fmt: skip
 
 
 def flag_map(parser: argparse.ArgumentParser) -> dict[str, str]:

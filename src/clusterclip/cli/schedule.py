@@ -136,36 +136,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_workdir(workdir: Path, options: Any) -> int:
+    from clusterclip.dedup.options import DedupOptions
+    from clusterclip.dedup.stage import DedupStage
     from clusterclip.io import WorkDir
-    from clusterclip.runner import run_stage
+    from clusterclip.plan import plan_stages, recorded_options
     from clusterclip.schedule.stage import ScheduleStage
 
     work = WorkDir(workdir)
     work.require("cluster")  # before the lock claims it: a missing --workdir is named as such
-    with work.lock(log=print):  # the groups and the schedule, one writer throughout
-        if options.duplicates == "group":
-            _refresh_groups(work)
-        outcome = run_stage(ScheduleStage(), work, options, log=print)
+    # The near-duplicate groups, when the schedule reads them, are refreshed first (first run,
+    # or redone for new clusters) with the settings of an earlier `clusterclip dedup` or `run`.
+    dedup = (DedupStage(), recorded_options(work, "dedup", DedupOptions))
+    plan = plan_stages([dedup, (ScheduleStage(), options)], ["schedule"])
+    outcome = plan.run(work, log=print)["schedule"]
     warnings_seen = outcome.summary.get("warnings", [])
     print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen, options))
     return 0
-
-
-def _refresh_groups(work: Any) -> None:
-    """Make the near-duplicate groups the schedule reads: first run, or redone for new clusters.
-
-    Keeps the settings of an earlier ``clusterclip dedup`` (or ``run``) in this
-    work directory; the defaults otherwise.
-    """
-    from clusterclip.dedup.options import DedupOptions
-    from clusterclip.dedup.stage import DedupStage
-    from clusterclip.options import from_mapping
-    from clusterclip.runner import run_stage
-
-    work.require("cluster")
-    recorded = (work.manifest()["stages"].get("dedup") or {}).get("config")
-    options = from_mapping(DedupOptions, recorded) if recorded else DedupOptions()
-    run_stage(DedupStage(), work, options, log=print)
 
 
 def _run_files(args: argparse.Namespace, options: Any) -> int:

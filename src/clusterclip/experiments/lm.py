@@ -39,76 +39,36 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid, require_extra
 from clusterclip.experiments import data, evaluate
-from clusterclip.experiments.model import ModelConfig, build_model
-from clusterclip.experiments.prepare import Prepared, SplitOptions, prepare
+from clusterclip.experiments.model import build_model
+from clusterclip.experiments.options import (
+    DEFAULT_POLICIES,
+    ExperimentConfig,
+    add_arguments,
+    config_from_args,
+)
+from clusterclip.experiments.prepare import Prepared, prepare
 from clusterclip.schedule.policy import SchedulePolicy
 
 __all__ = [
+    "DEFAULT_POLICIES",
     "ExperimentConfig",
     "Policy",
     "Prepared",
+    "add_arguments",
+    "config_from_args",
     "main",
     "parse_policy",
     "prepare",
     "schedule_order",
     "train_run",
 ]
-
-DEFAULT_POLICIES = "random,uniform,clusterclip-r2,clusterclip-r4,temperature-a0.5,planned-r4"
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """Everything one experiment depends on (recorded with every result line).
-
-    The corpus and split fields take their defaults from
-    :class:`~clusterclip.experiments.prepare.SplitOptions` (one declaration each).
-    """
-
-    corpus: str = SplitOptions.corpus
-    text_field: str = SplitOptions.text_field
-    label_field: str | None = SplitOptions.label_field
-    workdir: str = "runs/kjv"
-    out: str = "results/kjv"
-    max_docs: int | None = SplitOptions.max_docs
-    data_seed: int = SplitOptions.data_seed
-    encoder: str = "sentence-transformers"
-    precision: str = "auto"
-    kmeans_backend: str = SplitOptions.kmeans_backend
-    n_clusters: int = 100
-    tail_docs: int | None = SplitOptions.tail_docs
-    tail_span: float = SplitOptions.tail_span
-    heldout_per_cluster: int = SplitOptions.heldout_per_cluster
-    heldout_fraction: float = SplitOptions.heldout_fraction
-    near_duplicate: float = SplitOptions.near_duplicate
-    vocab_size: int = SplitOptions.vocab_size
-    max_doc_tokens: int = SplitOptions.max_doc_tokens
-    independent_encoder: str = SplitOptions.independent_encoder
-    independent_clusters: int | None = SplitOptions.independent_clusters
-    tokens: int = 200_000
-    epochs: float = 1.0
-    regime: str | None = None
-    policies: str = DEFAULT_POLICIES
-    seeds: str = "0"
-    model: ModelConfig = field(default_factory=ModelConfig)
-    batch_size: int = 16
-    lr: float = 3e-3
-    warmup_fraction: float = 0.05
-    lr_floor: float = 0.1
-    weight_decay: float = 0.1
-    eval_points: int = 8
-    device: str = "auto"
-    threads: int = 2
-    #: The sampler's draw rule, pinned so that a grid run over several releases stays one
-    #: experiment (a new default rule would otherwise change the schedules mid-grid).
-    schedule_version: int = 1
 
 
 @dataclass(frozen=True)
@@ -520,84 +480,6 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
 
 
 # --------------------------------------------------------------------------- command line
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``python -m clusterclip.experiments.lm`` and ``clusterclip experiment lm``."""
-    d = ExperimentConfig()
-    m = ModelConfig()
-    add = parser.add_argument
-    add("--corpus", default=d.corpus, help="kjv, fortunes, bbc, pydocs, or a jsonl/parquet path")
-    add("--text-field", default=d.text_field, help="text field of a file corpus")
-    add("--label-field", default=None, help="category field of a file corpus (optional)")
-    add("--workdir", default=d.workdir, help="work directory (embeddings, clusters, cache)")
-    add("--out", default=d.out, help="results directory (results.jsonl, results.md, *.png)")
-    add("--max-docs", type=int, default=None, help="random subset of the corpus (seeded)")
-    add("--data-seed", type=int, default=d.data_seed, help="seed of subset, clusters and split")
-    add("--encoder", default=d.encoder, help="encoder of the embed stage")
-    add(
-        "--precision",
-        default=d.precision,
-        choices=("auto", "float32", "bfloat16", "float16"),
-        help="transformer precision of the embed stage (auto: bfloat16 on CPUs that have it; "
-        "float32 gave the same clusters on the two CPU families tried)",
-    )
-    add(
-        "--kmeans-backend",
-        default=d.kmeans_backend,
-        help="k-means backend of the cluster stage and the independent clustering (auto: "
-        "by the CPU's bf16 support and the installed libraries, which may differ between "
-        "machines; name one to get the same clusters everywhere)",
-    )
-    add("--n-clusters", type=int, default=d.n_clusters)
-    add("--tail-docs", type=int, default=None, help="keep a long-tailed subset of N docs")
-    add("--tail-span", type=float, default=d.tail_span, help="largest/smallest cluster kept")
-    add("--heldout-per-cluster", type=int, default=d.heldout_per_cluster, help="with --tail-docs")
-    add("--heldout-fraction", type=float, default=d.heldout_fraction)
-    add("--near-duplicate", type=float, default=d.near_duplicate, help="cosine threshold")
-    add("--vocab-size", type=int, default=d.vocab_size)
-    add("--max-doc-tokens", type=int, default=d.max_doc_tokens, help="truncate documents")
-    add(
-        "--independent-encoder",
-        default=d.independent_encoder,
-        help="encoder of the independent clustering behind the independent metrics "
-        "(auto: tfidf, or sentence-transformers when --encoder is tfidf)",
-    )
-    add("--independent-clusters", type=int, default=None, help="its k (default: --n-clusters)")
-    add("--tokens", type=int, default=d.tokens, help="training budget in tokens (every policy)")
-    add("--epochs", type=float, default=d.epochs, help="passes over the pool the budget buys")
-    add("--regime", default=None, help="name of the regime in the tables (default: N-epoch)")
-    add("--policies", default=d.policies, help=f"comma list (default {d.policies})")
-    add("--seeds", default=d.seeds, help="comma list of seeds (schedule + model init)")
-    add("--n-layer", type=int, default=m.n_layer)
-    add("--n-head", type=int, default=m.n_head)
-    add("--n-embd", type=int, default=m.n_embd)
-    add("--context", type=int, default=m.context)
-    add("--batch-size", type=int, default=d.batch_size)
-    add("--lr", type=float, default=d.lr)
-    add("--lr-floor", type=float, default=d.lr_floor, help="final lr / peak lr (1 = constant)")
-    add("--eval-points", type=int, default=d.eval_points, help="held-out evals per run")
-    add("--device", default=d.device, help="auto, cpu, cuda")
-    add("--threads", type=int, default=d.threads, help="torch CPU threads")
-    add(
-        "--schedule-version",
-        type=int,
-        default=d.schedule_version,
-        help="the sampler's draw rule, pinned for the whole grid",
-    )
-    add("--report-only", action="store_true", help="only rebuild tables and plots from --out")
-
-
-def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
-    model = ModelConfig(
-        n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, context=args.context
-    )
-    names = [f for f in ExperimentConfig.__dataclass_fields__ if f != "model"]
-    values = {n: getattr(args, n) for n in names if hasattr(args, n)}
-    for name, value in (("tokens", args.tokens), ("epochs", args.epochs)):
-        if value <= 0:
-            raise invalid(name, "> 0", value)
-    return ExperimentConfig(model=model, **values)
 
 
 def read_results(out: str | Path) -> list[dict]:

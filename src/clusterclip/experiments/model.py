@@ -7,18 +7,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from clusterclip.errors import require_extra
+from clusterclip.options import check_fields, option
 
 __all__ = ["ModelConfig", "build_model"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """Architecture of the experiment's GPT-2 (no dropout: runs are short)."""
+    """Architecture of the experiment's GPT-2 (no dropout: runs are short).
 
-    n_layer: int = 2
-    n_head: int = 4
-    n_embd: int = 96
-    context: int = 64
+    Its fields are the harness's model flags (``--n-layer``, ...; see
+    :mod:`clusterclip.experiments.options`).
+    """
+
+    n_layer: int = option(2, "transformer blocks", kind="int", minimum=1)
+    n_head: int = option(4, "attention heads per block", kind="int", minimum=1)
+    n_embd: int = option(96, "width of the residual stream", kind="int", minimum=1)
+    context: int = option(64, "tokens per training sequence", kind="int", minimum=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def build_model(config: ModelConfig, *, vocab_size: int, seed: int):

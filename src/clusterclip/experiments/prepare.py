@@ -1,8 +1,9 @@
 """Preparation of the LM experiment: the product's stages, then one stage of its own.
 
 :func:`prepare` runs the embed and cluster stages through the one runner
-(:func:`clusterclip.runner.run_stage`, ``on_change="redo"``, exactly as
-``clusterclip run`` does), then :class:`SplitStage`: hold out a fraction of every
+(:func:`clusterclip.runner.run_stage`, ``on_change="redo"``), in the plan of stages
+:func:`clusterclip.plan.plan_stages` derives from their inputs exactly as
+``clusterclip run`` does, then :class:`SplitStage`: hold out a fraction of every
 cluster, flag held-out near-duplicates of training documents, train a BPE on the
 training split and tokenise. The runner decides freshness for all three from
 their options and their inputs' fingerprints, so a second regime or seed reuses
@@ -24,7 +25,7 @@ import numpy as np
 from clusterclip.errors import ClusterClipError, invalid
 from clusterclip.experiments import data, evaluate
 from clusterclip.io import WorkDir, atomic_path, fingerprint_file, register_artifacts
-from clusterclip.runner import StageOutput, run_stage
+from clusterclip.runner import StageOutput
 
 __all__ = ["Prepared", "SplitOptions", "SplitStage", "prepare"]
 
@@ -101,7 +102,7 @@ class SplitOptions:
 
     @classmethod
     def of(cls, cfg: Any) -> SplitOptions:
-        """The fields of an :class:`~clusterclip.experiments.lm.ExperimentConfig` this stage uses."""
+        """The fields of an :class:`~clusterclip.experiments.options.ExperimentConfig` this stage uses."""
         return cls(**{name: getattr(cfg, name) for name in cls.__dataclass_fields__})
 
 
@@ -325,6 +326,7 @@ def _prepare(work: WorkDir, cfg: Any, log: Callable[[str], None]) -> Prepared:
     from clusterclip.config import ClusterOptions, EmbedOptions
     from clusterclip.embed import EmbedStage
     from clusterclip.experiments.corpora import load_corpus
+    from clusterclip.plan import plan_stages
 
     corpus = load_corpus(cfg.corpus, text_field=cfg.text_field, label_field=cfg.label_field)
     corpus = corpus.subset(cfg.max_docs, seed=cfg.data_seed)
@@ -336,12 +338,18 @@ def _prepare(work: WorkDir, cfg: Any, log: Callable[[str], None]) -> Prepared:
         log(f"[prepare] {line}")
 
     embed_options = EmbedOptions(encoder=cfg.encoder, text_field="text", precision=cfg.precision)
-    run_stage(EmbedStage([str(source)]), work, embed_options, log=say)
     cluster_options = ClusterOptions(
         n_clusters=cfg.n_clusters, seed=cfg.data_seed, backend=cfg.kmeans_backend
     )
-    run_stage(ClusterStage(), work, cluster_options, log=say)
-    outcome = run_stage(SplitStage(corpus), work, SplitOptions.of(cfg), log=say)
+    plan = plan_stages(
+        [
+            (EmbedStage([str(source)]), embed_options),
+            (ClusterStage(), cluster_options),
+            (SplitStage(corpus), SplitOptions.of(cfg)),
+        ],
+        ["experiment"],
+    )
+    outcome = plan.run(work, log=say)["experiment"]
     # The bytes the runs trained on (the fortunes files differ between Debian releases).
     outcome.result.summary["corpus_sha256"] = fingerprint
     if outcome.action != "skipped":
