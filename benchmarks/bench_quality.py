@@ -46,13 +46,18 @@ ENCODERS = {
 CORPORA = ("bbc", "kjv", "fortunes")
 
 
+class StageFailed(Exception):
+    """A stage refused or failed; the table shows its last line instead of numbers."""
+
+
 def _stage(args: list[str], workdir: Path) -> float:
     """Run one CLI stage in a child; its wall time in seconds."""
     command = [sys.executable, "-m", "clusterclip", *args, "--workdir", str(workdir)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=_env())
     if done.returncode != 0:
-        raise SystemExit(f"bench_quality: {' '.join(args[:1])} failed:\n{done.stderr[-2000:]}")
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        raise StageFailed(f"{args[0]} failed: {lines[-1]}")
     return time.perf_counter() - start
 
 
@@ -120,8 +125,13 @@ def run_corpus(name: str, encoders: list[str], max_docs: int | None, seed: int, 
     rows, by_encoder = [], {}
     for encoder in encoders:
         workdir = root / f"{name}-{encoder}"
-        embed_s = _stage(["embed", str(path), *ENCODERS[encoder][0]], workdir)
-        _stage(["cluster", "--n-clusters", str(k), "--seed", str(seed)], workdir)
+        try:
+            embed_s = _stage(["embed", str(path), *ENCODERS[encoder][0]], workdir)
+            _stage(["cluster", "--n-clusters", str(k), "--seed", str(seed)], workdir)
+        except StageFailed as error:  # shown in the table: a failure is a result too
+            rows.append((encoder, str(error)))
+            print(f"  {name} {encoder}: {error}", file=sys.stderr, flush=True)
+            continue
         ids, labels = _labels(workdir)
         nmi = normalized_mutual_info_score([truth[i] for i in ids], labels)
         rate = _encode_rate(workdir, sample)
@@ -153,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoders", default=",".join(ENCODERS), help="comma-separated")
     parser.add_argument("--max-docs", type=int, default=None, help="a random subset per corpus")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", default=None, help="work in this folder and keep it")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from clusterclip.cluster.blas import cpu_model
@@ -167,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         encoders.remove("minilm-bf16")
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; k-means K = the number of labels")
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        tmp = args.keep or tmp
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for name in [c for c in args.corpora.split(",") if c]:
             result = run_corpus(name, encoders, args.max_docs, args.seed, Path(tmp))
             if result is None:
@@ -175,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{name}: {len(corpus):,} documents, {k} labels")
             print("| encoder | documents | NMI to labels | embed stage docs/s | encoder docs/s |")
             print("|---|---|---|---|---|")
-            for encoder, n, nmi, stage_rate, rate in rows:
+            for encoder, *cells in rows:
                 label = ENCODERS[encoder][1]
+                if len(cells) == 1:
+                    print(f"| {label} | {cells[0]} | | | |")
+                    continue
+                n, nmi, stage_rate, rate = cells
                 print(f"| {label} | {n:,} | {nmi:.3f} | {stage_rate:,.0f} | {rate:,.0f} |")
             if len(by_encoder) > 1:
                 print()
