@@ -14,7 +14,7 @@ This module imports no export function until one runs, so building the
 command's parser loads none of them.
 
 >>> sorted(EXPORTERS)  # doctest: +NORMALIZE_WHITESPACE
-['cluster-folders', 'flat-tokens', 'litdata', 'megatron', 'mds', 'ordered-jsonl',
+['cluster-folders', 'flat-tokens', 'litdata', 'mds', 'megatron', 'ordered-jsonl',
  'sample-index']
 >>> EXPORTERS["litdata"].options().world_size
 1
