@@ -1,22 +1,19 @@
-"""The schedule core's declared interfaces and its size rules, as tests that fail.
+"""The schedule core's declared interfaces, as tests that fail.
 
-* every group table, source and draw rule satisfies its protocol
-  (:mod:`clusterclip.schedule.protocols`): ``isinstance`` of the
-  ``runtime_checkable`` protocol *and* the same signature for every method;
-* no module of the core imports another's private name;
-* no module over 600 lines, no function over 80 lines of code.
+Every group table, source and draw rule satisfies its protocol
+(:mod:`clusterclip.schedule.protocols`): ``isinstance`` of the
+``runtime_checkable`` protocol *and* the same signature for every method. The
+size rules and the private-import rule hold for all of src
+(``tests/test_sizes.py``).
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import clusterclip.schedule
 from clusterclip.schedule.feistel import FeistelGroups
 from clusterclip.schedule.groups import Groups
 from clusterclip.schedule.passes import PassTable
@@ -25,7 +22,6 @@ from clusterclip.schedule.protocols import DrawRule, GroupedTable, GroupTable, O
 from clusterclip.schedule.rules import BLOCK_RULE, CHUNK_RULE, DRAW_RULES, WINDOW_RULE
 from clusterclip.schedule.units import RotatingGroups, Units
 
-CORE = Path(clusterclip.schedule.__file__).resolve().parent
 LABELS = np.repeat(np.arange(5), [1, 3, 40, 7, 2])
 MEMBERS, SIZES, KEYS = np.arange(53), np.array([1, 3, 40, 7, 2]), np.arange(5)
 
@@ -108,47 +104,3 @@ def test_every_registered_version_has_a_rule_of_the_protocol():
 
     assert set(DRAW_RULES) == set(SUPPORTED_VERSIONS)
     assert all(isinstance(rule, DrawRule) for rule in DRAW_RULES.values())
-
-
-def _modules() -> list[Path]:
-    return sorted(CORE.glob("*.py"))
-
-
-def test_no_private_name_crosses_a_module():
-    crossing = []
-    for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("clusterclip"):
-                crossing += [
-                    f"{path.name}: {node.module}.{alias.name}"
-                    for alias in node.names
-                    if alias.name.startswith("_") and alias.name != "__version__"
-                ]
-    assert not crossing
-
-
-def _code_lines(source: str, node: ast.AST) -> int:
-    """Lines of a function that hold code (no blank, comment or docstring line)."""
-    skip = set()
-    if ast.get_docstring(node) is not None:
-        first = node.body[0]
-        skip = set(range(first.lineno, first.end_lineno + 1))
-    lines = source.splitlines()[node.lineno - 1 : node.end_lineno]
-    return sum(
-        1
-        for number, line in enumerate(lines, start=node.lineno)
-        if line.strip() and not line.strip().startswith("#") and number not in skip
-    )
-
-
-def test_modules_and_functions_stay_small():
-    too_long = []
-    for path in _modules():
-        source = path.read_text("utf-8")
-        if len(source.splitlines()) > 600:
-            too_long.append(f"{path.name}: {len(source.splitlines())} lines")
-        for node in ast.walk(ast.parse(source)):
-            function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            if function and _code_lines(source, node) > 80:
-                too_long.append(f"{path.name}: {node.name}")
-    assert not too_long
