@@ -24,6 +24,7 @@ Memory holds one shard of texts (plus whatever the executor keeps in flight).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import time
@@ -31,8 +32,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from clusterclip.embed.encoders import (
     TFIDF_SAMPLE,
@@ -45,13 +44,13 @@ from clusterclip.embed.encoders import (
     sample_for_fit,
     spec_to_dict,
 )
-from clusterclip.embed.index import IndexRows
 from clusterclip.embed.options import EmbedOptions
-from clusterclip.embed.worker import EmbedWorker
+from clusterclip.embed.plan import ReadPlan, ReadStats, ShardTask, plan_reads
+from clusterclip.embed.worker import ShardWorker
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import ClusterClipError, hint, spell
 from clusterclip.io import WorkDir, corpus_key, versions
-from clusterclip.io.artifacts import EMBEDDING_DTYPE, DocumentsArtifact, EmbeddingsArtifact
+from clusterclip.io.artifacts import DocumentsArtifact, EmbeddingsArtifact
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
@@ -75,8 +74,6 @@ __all__ = [
 
 #: Documents per embeddings part (declared once, on :class:`EmbedOptions`).
 DEFAULT_SHARD_SIZE = EmbedOptions.shard_size
-
-ShardIter = Iterator[tuple[int, list[str]]]
 
 
 @dataclass
@@ -336,14 +333,14 @@ def _run_embed(
         for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
             stale.unlink(missing_ok=True)  # temp files of a killed run
     local = _prepare_encoder(work, options, spec, stage)
-    stream = iter_records(
-        stage.source, text_field=options.text_field, id_field=options.id_field,
-        strict=options.strict,
+    reads = plan_reads(
+        stage.paths, dataset=None if stage.paths else stage.source, engine=stage.engine,
+        options=stage.ray_options,
     )  # fmt: skip
-    stats = _embed_shards(plan, stream, spec, stage, local.dim)
-    n_documents = sum(stream.counts.values())
+    n_documents = reads.n_records
     if n_documents == 0:
-        raise _no_usable_document(stage.sources, stream)
+        raise _no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
+    stats, stream = _embed_shards(plan, reads, spec, stage, options)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -482,85 +479,43 @@ def _prepare_encoder(
 
 
 def _embed_shards(
-    plan: _Plan, stream: Any, spec: EncoderSpec, stage: EmbedStage, dim: int
-) -> dict[str, int]:
-    """Plan shards from the record stream, run them on the engine, write them as they return."""
-    shard_size = plan.shard_size
-    # shard -> (its index rows, ok positions): the index fragment is written when
-    # the shard's token counts come back with its embeddings
-    pending: dict[int, tuple[IndexRows, np.ndarray]] = {}
-    stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
+    plan: _Plan, reads: ReadPlan, spec: EncoderSpec, stage: EmbedStage, options: EmbedOptions
+) -> tuple[dict[str, int], ReadStats]:
+    """Run every shard task on the engine; the tasks read, embed and write, the driver counts.
 
-    def shard_iter() -> ShardIter:
-        rows, texts, ok_positions, shard = IndexRows(), [], [], 0
-
-        def flush() -> tuple[int, list[str]] | None:
-            stats["shards"] += 1
-            if plan.finished(shard, len(rows)):
-                stats["resumed"] += 1
-                bar.update(len(rows))
-                return None
-            pending[shard] = (rows, np.asarray(ok_positions, dtype=np.int64))
-            return shard, texts
-
-        for record in stream:
-            if record.index // shard_size != shard:
-                task = flush()
-                if task:
-                    yield task
-                rows, texts, ok_positions, shard = IndexRows(), [], [], record.index // shard_size
-            if record.status == "ok":
-                ok_positions.append(len(rows))
-                texts.append(record.text)
-            rows.add(record)
-        if len(rows):
-            task = flush()
-            if task:
-                yield task
-
-    plan.parts.mkdir(parents=True, exist_ok=True)
-    total = _count_records(stage.source) if progress_enabled() else None
-    with progress_bar(total=total, desc="embed", unit="doc") as bar:
-        worker = functools.partial(EmbedWorker, spec)
-        results = map_shards(shard_iter(), worker, engine=stage.engine, options=stage.ray_options)
-        for shard, (vectors, tokens) in results:
-            rows, positions = pending.pop(shard)
-            n_rows = len(rows)
-            if vectors.shape != (len(positions), dim) or tokens.shape != (len(positions),):
-                raise ClusterClipError(
-                    f"shard {shard}: the executor returned shapes {vectors.shape} and "
-                    f"{tokens.shape}, expected {(len(positions), dim)} and {(len(positions),)}."
-                )
-            # The fragment first, the part last: a shard is finished when both exist.
-            rows.set_tokens(positions, tokens)
-            plan.documents.write_fragment(shard, rows.columns)
-            part = np.zeros((n_rows, dim), dtype=EMBEDDING_DTYPE)
-            part[positions] = vectors
-            plan.embeddings.write_part(shard, part)
-            stats["embedded_docs"] += n_rows
-            bar.update(n_rows)
-    return stats
-
-
-def _count_records(inputs: Any) -> int | None:
-    """Number of records, for the progress bar's ETA (a quick pass over the files).
-
-    Parquet row counts come from the footers; jsonl files are scanned for
-    newlines (decompressing ``.gz``/``.zst``), which is fast next to embedding.
-    Blank lines make this a slight over-estimate. A truncated compressed file
-    fails here, before anything is embedded.
+    A finished shard (its fragment and its part present, with its row count) is
+    read again for the statistics but neither embedded nor written.
     """
-    if is_hf_dataset(inputs):
-        try:
-            return len(inputs)
-        except TypeError:
-            return None
-    from clusterclip.io.readers import count_lines
+    found = ReadStats(blank_lines=reads.blank_lines)
+    stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
+    finished: set[int] = set()
 
-    try:
-        return sum(count_lines(path) for path in expand_inputs(inputs))
-    except OSError:
-        return None  # the real pass reports the problem with file and line
+    def tasks() -> Iterator[tuple[int, ShardTask]]:
+        for task in reads.shards(plan.shard_size):
+            stats["shards"] += 1
+            if plan.finished(task.shard, task.rows):
+                stats["resumed"] += 1
+                finished.add(task.shard)
+                task = dataclasses.replace(task, write=False)
+            yield task.shard, task
+
+    read_options = {
+        "text_field": options.text_field, "id_field": options.id_field, "strict": options.strict,
+    }  # fmt: skip
+    dataset = None if stage.paths else stage.source
+    worker = functools.partial(
+        ShardWorker, spec, str(plan.work.path.resolve()), read_options, dataset
+    )
+    total = reads.n_records if progress_enabled() else None
+    with progress_bar(total=total, desc="embed", unit="doc") as bar:
+        results = map_shards(tasks(), worker, engine=stage.engine, options=stage.ray_options)
+        for shard, shard_stats in results:
+            found.add(shard_stats)
+            rows = int(sum(shard_stats.counts.values()))
+            if shard not in finished:
+                stats["embedded_docs"] += rows
+            bar.update(rows)
+    return stats, found
 
 
 def _result(work: WorkDir, summary: dict[str, Any]) -> EmbedResult:
