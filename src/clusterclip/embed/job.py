@@ -340,7 +340,7 @@ def _run_embed(
     n_documents = reads.n_records
     if n_documents == 0:
         raise _no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
-    stats, stream = _embed_shards(plan, reads, spec, stage, options)
+    stats, stream, part_fingerprints = _embed_shards(plan, reads, spec, stage, options)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -370,7 +370,7 @@ def _run_embed(
     }
     outputs = {
         "documents": plan.documents.fingerprint(),
-        "embeddings": plan.embeddings.fingerprint(n_shards),
+        "embeddings": plan.embeddings.fingerprint(n_shards, known=part_fingerprints),
     }
     record = {
         "sources": list(stage.sources),
@@ -480,7 +480,7 @@ def _prepare_encoder(
 
 def _embed_shards(
     plan: _Plan, reads: ReadPlan, spec: EncoderSpec, stage: EmbedStage, options: EmbedOptions
-) -> tuple[dict[str, int], ReadStats]:
+) -> tuple[dict[str, int], ReadStats, dict[int, str]]:
     """Run every shard task on the engine; the tasks read, embed and write, the driver counts.
 
     A finished shard (its fragment and its part present, with its row count) is
@@ -488,6 +488,7 @@ def _embed_shards(
     """
     found = ReadStats(blank_lines=reads.blank_lines)
     stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
+    parts: dict[int, str] = {}  # shard -> its part's fingerprint, hashed by the task
     finished: set[int] = set()
 
     def tasks() -> Iterator[tuple[int, ShardTask]]:
@@ -509,13 +510,14 @@ def _embed_shards(
     total = reads.n_records if progress_enabled() else None
     with progress_bar(total=total, desc="embed", unit="doc") as bar:
         results = map_shards(tasks(), worker, engine=stage.engine, options=stage.ray_options)
-        for shard, shard_stats in results:
+        for shard, (shard_stats, part_fingerprint) in results:
             found.add(shard_stats)
+            parts[shard] = part_fingerprint
             rows = int(sum(shard_stats.counts.values()))
             if shard not in finished:
                 stats["embedded_docs"] += rows
             bar.update(rows)
-    return stats, found
+    return stats, found, parts
 
 
 def _result(work: WorkDir, summary: dict[str, Any]) -> EmbedResult:

@@ -181,8 +181,7 @@ def plan_reads(
     ReadPlan
         Deterministic: the counts do not depend on the engine or the order tasks finish.
     """
-    extra = {} if range_bytes is None else {"range_bytes": range_bytes}
-    ranges = plan_ranges(paths, dataset=dataset, **extra)
+    ranges = plan_ranges(paths, dataset=dataset, range_bytes=range_bytes)
     lines = np.zeros(len(ranges), dtype=np.int64)
     records = np.zeros(len(ranges), dtype=np.int64)
     unknown = []

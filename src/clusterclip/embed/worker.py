@@ -90,8 +90,8 @@ class ShardWorker:
     the shard's index fragment, then its embedding part, atomically and named
     by the shard, through the artifact handles. A retried task overwrites
     its own files with the same bytes. It returns only the shard's
-    :class:`~clusterclip.embed.plan.ReadStats`: no text and no embedding row
-    travels back to the driver.
+    :class:`~clusterclip.embed.plan.ReadStats` and its part's fingerprint: no
+    text and no embedding row travels back to the driver.
 
     Parameters
     ----------
@@ -113,8 +113,9 @@ class ShardWorker:
         self.documents, self.embeddings = DocumentsArtifact(work), EmbeddingsArtifact(work)
         self.read_options, self.dataset = dict(read_options), dataset
 
-    def __call__(self, task: ShardTask) -> ReadStats:
-        """Embed and write shard ``task.shard``; return its :class:`ReadStats`."""
+    def __call__(self, task: ShardTask) -> tuple[ReadStats, str]:
+        """Embed and write shard ``task.shard``; return its :class:`ReadStats` and the
+        fingerprint of its part (hashed here, so the driver reads no embedding)."""
 
         def raw(stream: RecordStream) -> Iterator[RawRecord]:
             return read_pieces(stream, task.pieces, self.dataset)
@@ -137,7 +138,7 @@ class ShardWorker:
             first_replaced_utf8=stream.first_replaced_utf8,
         )  # fmt: skip
         if not task.write:  # finished before: read again for the statistics only
-            return found
+            return found, self.embeddings.part_fingerprint(task.shard)
         vectors, tokens = embed_shard(self.encoder, texts)
         rows.set_tokens(positions, tokens)
         # The fragment first, the part last: a shard is finished when both exist.
@@ -145,4 +146,4 @@ class ShardWorker:
         part = np.zeros((len(rows), self.encoder.dim), dtype=EMBEDDING_DTYPE)
         part[np.asarray(positions, dtype=np.int64)] = vectors
         self.embeddings.write_part(task.shard, part)
-        return found
+        return found, self.embeddings.part_fingerprint(task.shard)
