@@ -192,7 +192,7 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-    finished = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts.glob("part-*.npy")}
+    finished = _settled(parts)
     assert 1 <= len(finished) < N_SHARDS
     assert clusterclip.io.read_stage(workdir, "embed") is None  # not complete
 
@@ -202,6 +202,18 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
         path = parts / name
         assert (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
     assert_same_as_local(local_run, workdir)
+
+
+def _settled(parts: Path) -> dict[str, tuple[int, int]]:
+    """The parts on disk once no more appear: the tasks write their own parts, so one that
+    was running when its driver was killed may finish before Ray stops its actor."""
+    previous, deadline = None, time.monotonic() + 30
+    while True:
+        found = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts.glob("part-*.npy")}
+        if found == previous or time.monotonic() > deadline:
+            return found
+        previous = found
+        time.sleep(2)
 
 
 def _cluster(workdir: Path, **kwargs):

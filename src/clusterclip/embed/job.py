@@ -1,24 +1,26 @@
-"""The embed job: plan shards from a record stream, embed them, write them atomically, resume.
+"""The embed job: plan shard tasks from file metadata, run them on the engine, merge, resume.
 
 Shards are independent units of work. Shard ``s`` covers documents
 ``[s * shard_size, (s + 1) * shard_size)`` (by global index, ok or not), so
 the shard boundaries depend only on the inputs and ``shard_size``.
 
-- **plan** (driver): stream the records once; for each shard write its index
-  fragment (``.embed-state/index-NNNNN.parquet``, with token counts) and hand
-  ``(shard_id, ok_texts)`` to the executor. Shards already finished are
-  skipped without tokenising or encoding.
-- **work** (engine): :class:`~clusterclip.embed.worker.EmbedWorker` turns a
-  shard's texts into float16 rows and token counts, wherever
-  :func:`clusterclip.engines.map_shards` runs it (``engine="local"``: in this
-  process; ``"ray"``: on a pool of actors); results come back in shard order.
-- **write** (driver): place the ok rows into an all-zero ``(rows, dim)``
-  float16 array and write ``embeddings/part-NNNNN.npy`` atomically. A shard is
-  finished when its fragment and its part exist with matching row counts; a
-  rerun after ``kill -9`` skips those and recomputes the rest, giving
-  byte-identical files.
+- **plan** (driver, :mod:`clusterclip.embed.plan`): cut the corpus into read
+  ranges from file metadata, have the engine count the records of the jsonl
+  ranges, and describe each shard as the range pieces that hold it. The driver
+  reads no record. Shards already finished are only read again for the statistics.
+- **work** (engine): :class:`~clusterclip.embed.worker.ShardWorker` reads a
+  shard's records, embeds the ``ok`` ones and writes the shard's index fragment
+  (``.embed-state/index-NNNNN.parquet``) and ``embeddings/part-NNNNN.npy``
+  atomically, wherever :func:`clusterclip.engines.map_shards` runs it
+  (``engine="local"``: in this process; ``"ray"``: on a pool of actors). It
+  returns the shard's read statistics and its part's hash, in shard order.
+- **merge** (driver): the fragments into ``documents.parquet`` and
+  ``rejects.jsonl``, the statistics into the summary, the hashes into the
+  manifest. A shard is finished when its fragment and its part exist with
+  matching row counts; a rerun after ``kill -9`` skips those and recomputes the
+  rest, giving byte-identical files.
 
-Memory holds one shard of texts (plus whatever the executor keeps in flight).
+Memory holds one shard of texts per worker; the driver holds the plan.
 """
 
 from __future__ import annotations
@@ -34,31 +36,26 @@ from pathlib import Path
 from typing import Any
 
 from clusterclip.embed.encoders import (
-    TFIDF_SAMPLE,
     EncoderSpec,
     ensure_static_model,
-    fit_tfidf,
     get_encoder,
     resolve_compute,
     resolve_runtime,
-    sample_for_fit,
     spec_to_dict,
 )
+from clusterclip.embed.fit import TfidfFit, no_usable_document
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.plan import ReadPlan, ReadStats, ShardTask, plan_reads
 from clusterclip.embed.worker import ShardWorker
 from clusterclip.engines import map_shards, resolve_options
-from clusterclip.errors import ClusterClipError, hint, spell
 from clusterclip.io import WorkDir, corpus_key, versions
 from clusterclip.io.artifacts import DocumentsArtifact, EmbeddingsArtifact
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
-    describe_statuses,
     expand_inputs,
     hidden_files_skipped,
     is_hf_dataset,
-    iter_records,
 )
 from clusterclip.io.shards import ShardedMatrix
 from clusterclip.progress import progress_bar, progress_enabled
@@ -332,14 +329,13 @@ def _run_embed(
     for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
         for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
             stale.unlink(missing_ok=True)  # temp files of a killed run
-    local = _prepare_encoder(work, options, spec, stage)
     reads = plan_reads(
-        stage.paths, dataset=None if stage.paths else stage.source, engine=stage.engine,
-        options=stage.ray_options,
-    )  # fmt: skip
+        stage.paths, dataset=_dataset(stage), engine=stage.engine, options=stage.ray_options
+    )
     n_documents = reads.n_records
     if n_documents == 0:
-        raise _no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
+        raise no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
+    local = _prepare_encoder(work, options, spec, stage, reads)
     stats, stream, part_fingerprints = _embed_shards(plan, reads, spec, stage, options)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
@@ -388,7 +384,7 @@ def _run_embed(
     }  # fmt: skip
     _remove_own(plan.state, "index-*.parquet")
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
-        raise _no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
+        raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
 
 
@@ -430,52 +426,38 @@ def _same_sources(plan: _Plan, sources: list[str]) -> bool:
     return True
 
 
-def _no_usable_document(sources: list[str], stream: Any, rejects: Path | None = None) -> Exception:
-    """The error for a corpus without one usable document, accounting for every record."""
-    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
-    if not stream.counts:
-        blank = f" ({stream.blank_lines:,} blank lines)" if stream.blank_lines else ""
-        verb = "holds" if len(sources) == 1 else "hold"
-        return ClusterClipError(
-            f"no usable document: {shown} {verb} no records{blank}. Check the files."
-        )
-    worst = max((s for s in stream.counts if s != "ok"), key=stream.counts.__getitem__)
-    fix = {
-        "missing_field": f"Name the field that holds the text with {spell('text_field')}.",
-        "malformed": "Each line must be one JSON object in UTF-8 (JSON Lines).",
-        "not_text": f"Pass {spell('text_field')} NAME if another field holds the text.",
-        "empty": "Every text is empty or blank.",
-    }[worst]
-    listed = f" Every record and its reason is in {rejects}." if rejects else ""
-    return ClusterClipError(
-        f"no usable document in {shown}: {describe_statuses(stream.counts, stream.examples)}. "
-        f"{fix}{listed}"
-    )
-
-
 def _prepare_encoder(
-    work: WorkDir, options: EmbedOptions, spec: EncoderSpec, stage: EmbedStage
+    work: WorkDir, options: EmbedOptions, spec: EncoderSpec, stage: EmbedStage, reads: ReadPlan
 ) -> Any:
-    """Distil / fit the encoder once, on the driver; return a local instance."""
+    """Distil / fit the encoder once; return a local instance (for its ``dim`` and description).
+
+    The TF-IDF fit reads a sample of the corpus, so it runs as one task on the
+    engine (:class:`~clusterclip.embed.fit.TfidfFit`), not in the driver.
+    """
     if options.encoder == "static":
         ensure_static_model(spec)
     if options.encoder == "tfidf" and not work.exists("tfidf"):
-        stream = iter_records(
-            stage.source, text_field=options.text_field, id_field=options.id_field,
-            strict=options.strict,
-        )  # fmt: skip
-        texts = ((r.index, r.text) for r in stream if r.status == "ok")
-        sample = sample_for_fit(texts, size=TFIDF_SAMPLE, seed=options.seed)
-        if not stream.counts.get("ok"):
-            raise _no_usable_document(stage.sources, stream)
-        if len(sample) < 3:
-            raise ClusterClipError(
-                f"the tfidf encoder needs at least 3 documents with text to fit on; the inputs "
-                f"hold {describe_statuses(stream.counts, stream.examples)}. Add documents, or "
-                f"use another encoder ({hint('encoder', 'static')})."
-            )
-        fit_tfidf(sample, path=work.path_of("tfidf"), seed=options.seed)
+        fit = functools.partial(
+            TfidfFit, _read_options(options), list(stage.sources), _dataset(stage)
+        )
+        request = (reads.whole_pieces(), str(work.path_of("tfidf").resolve()), options.seed)
+        for _ in map_shards([(0, request)], fit, engine=stage.engine, options=stage.ray_options):
+            pass
     return get_encoder(spec)
+
+
+def _read_options(options: EmbedOptions) -> dict[str, Any]:
+    """What the read tasks need of the options: the fields and strictness."""
+    return {
+        "text_field": options.text_field,
+        "id_field": options.id_field,
+        "strict": options.strict,
+    }
+
+
+def _dataset(stage: EmbedStage) -> Any:
+    """The corpus when it is a Hugging Face dataset, else None."""
+    return None if stage.paths else stage.source
 
 
 def _embed_shards(

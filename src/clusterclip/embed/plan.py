@@ -134,6 +134,15 @@ class ReadPlan:
             line += int(self.lines[number])
         return first
 
+    def whole_pieces(self) -> list[Piece]:
+        """Every range read whole, in input order: the whole corpus (for the TF-IDF fit)."""
+        first_lines = self.first_lines()
+        return [
+            Piece(read_range, int(first_lines[number]), 0, int(self.records[number]))
+            for number, read_range in enumerate(self.ranges)
+            if self.records[number]
+        ]
+
     def shards(self, shard_size: int) -> Iterator[ShardTask]:
         """Every shard of ``shard_size`` documents as the range pieces that hold it, in order."""
         ends = np.cumsum(self.records)

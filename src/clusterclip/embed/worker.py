@@ -1,9 +1,11 @@
-"""The embed stage's worker: what runs where the encoder runs, on any engine.
+"""The embed stage's workers: what runs where the encoder runs, on any engine.
 
-:class:`EmbedWorker` is the factory the stage hands to
-:func:`clusterclip.engines.map_shards`: picklable (it holds only an
-:class:`~clusterclip.embed.EncoderSpec`), it builds the encoder once per process
-and then embeds one shard's texts per call with :func:`embed_shard`.
+:class:`ShardWorker` is the factory the stage hands to
+:func:`clusterclip.engines.map_shards`: picklable (an
+:class:`~clusterclip.embed.EncoderSpec`, the work directory's path, the read
+options), it builds the encoder once per process and then reads, embeds and
+writes one shard per call. :class:`EmbedWorker` embeds texts it is given
+(:func:`embed_shard`), for callers that hold the texts already.
 """
 
 from __future__ import annotations
