@@ -275,3 +275,19 @@ def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):
     status = main(["embed", str(corpus), "--workdir", str(tmp_path), "--num-workers", "2"])
     assert status == 2
     assert "apply to the Ray engine only. Add --engine ray" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("encoder", ["tfidf", "static"])
+def test_a_bad_record_under_strict_reads_as_on_the_local_engine(
+    ray_address, corpus, tmp_path, encoder
+):
+    """The record is read on a Ray worker (the TF-IDF fit task, or a shard task); its error
+    reaches the caller as the ClusterClipError the local engine raises, not Ray's wrapper."""
+    messages = []
+    for engine, options in (("local", None), ("ray", dict(RAY_OPTIONS))):
+        with pytest.raises(clusterclip.ClusterClipError) as caught:
+            embed(corpus, workdir=tmp_path / engine, encoder=encoder, shard_size=SHARD_SIZE,
+                  strict=True, engine=engine, engine_options=options)  # fmt: skip
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith(f"{corpus}:701: malformed: invalid JSON")

@@ -1,10 +1,11 @@
-"""The TF-IDF fit as a task: one worker reads the corpus and fits, the driver reads nothing.
+"""The TF-IDF fit: sample texts from the whole corpus in input order, fit, write the fit.
 
 The fit samples texts from the whole corpus in input order (a bottom-k sample,
-:func:`~clusterclip.embed.encoders.sample_for_fit`), so it is one task over
-every read range, run by :func:`clusterclip.engines.map_shards` like the embed
-tasks (in this process for the local engine, on an actor for Ray). It writes
-the fit into the work directory, where every embed task reads it.
+:func:`~clusterclip.embed.encoders.sample_for_fit`), reading it through the
+same read plan as the embed tasks. It runs on the driver: its SVD's bytes
+depend on the BLAS thread count, so on a Ray actor with another thread count it
+would change every embedding (measured: an actor with 1 CPU fits other bytes
+than a 2-core driver). Every embed task reads the fit from the work directory.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = ["TfidfFit", "no_usable_document"]
 
 
 class TfidfFit:
-    """Fit the TF-IDF encoder on a sample of the corpus (the worker of the one fit task).
+    """Fit the TF-IDF encoder on a sample of the corpus.
 
     Parameters
     ----------

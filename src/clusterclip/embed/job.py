@@ -429,20 +429,18 @@ def _same_sources(plan: _Plan, sources: list[str]) -> bool:
 def _prepare_encoder(
     work: WorkDir, options: EmbedOptions, spec: EncoderSpec, stage: EmbedStage, reads: ReadPlan
 ) -> Any:
-    """Distil / fit the encoder once; return a local instance (for its ``dim`` and description).
+    """Distil / fit the encoder once, on the driver; return a local instance.
 
-    The TF-IDF fit reads a sample of the corpus, so it runs as one task on the
-    engine (:class:`~clusterclip.embed.fit.TfidfFit`), not in the driver.
+    The TF-IDF fit samples texts from the whole corpus: it is the one step that
+    still reads records on the driver. It stays here because its SVD's bytes
+    depend on the BLAS thread count, which differs on a Ray actor (1 CPU) and
+    would change every embedding; a fit that does not would be a task too.
     """
     if options.encoder == "static":
         ensure_static_model(spec)
     if options.encoder == "tfidf" and not work.exists("tfidf"):
-        fit = functools.partial(
-            TfidfFit, _read_options(options), list(stage.sources), _dataset(stage)
-        )
-        request = (reads.whole_pieces(), str(work.path_of("tfidf").resolve()), options.seed)
-        for _ in map_shards([(0, request)], fit, engine=stage.engine, options=stage.ray_options):
-            pass
+        fit = TfidfFit(_read_options(options), list(stage.sources), _dataset(stage))
+        fit((reads.whole_pieces(), str(work.path_of("tfidf")), options.seed))
     return get_encoder(spec)
 
 
