@@ -102,7 +102,8 @@ def local_run(corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def ray_run(cluster, corpus, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("ray") / "w"
-    options = {"address": cluster, "num_workers": N_NODES, "max_in_flight": 2}
+    # one actor per node (each takes the node's only CPU), 7 shard tasks spread over them
+    options = {"address": cluster, "num_workers": N_NODES, "max_in_flight": 2 * N_NODES}
     return workdir, _drive(corpus, workdir, "ray", options)
 
 
