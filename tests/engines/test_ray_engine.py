@@ -291,3 +291,31 @@ def test_a_bad_record_under_strict_reads_as_on_the_local_engine(
         messages.append(str(caught.value))
     assert messages[0] == messages[1]
     assert messages[0].startswith(f"{corpus}:701: malformed: invalid JSON")
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_a_local_run_interrupted_resumes_on_ray(
+    ray_address, corpus, local_run, tmp_path, monkeypatch
+):
+    """Engines share the shard tasks and their files: Ray finishes what the local engine began."""
+    original = clusterclip.embed.job.map_shards
+
+    def two_shards_then_stop(tasks, worker, **arguments):
+        for number, result in enumerate(original(tasks, worker, **arguments)):
+            if number == 2:
+                raise _Interrupted
+            yield result
+
+    workdir = tmp_path / "w"
+    with monkeypatch.context() as patch:
+        patch.setattr(clusterclip.embed.job, "map_shards", two_shards_then_stop)
+        with pytest.raises(_Interrupted):
+            _embed(corpus, workdir)
+    parts = sorted(p.name for p in (workdir / "embeddings").glob("part-*.npy"))
+    assert parts[:2] == ["part-00000.npy", "part-00001.npy"]
+    result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    assert result.summary["shards_resumed"] == len(parts)
+    assert_same_as_local(local_run, workdir)
