@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# Every Ray instance a test starts binds to 127.0.0.1 (read when Ray is imported; the
+# raylets and drivers the tests start inherit it).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 ROOT = str(Path(__file__).resolve().parents[2])
 
 

@@ -192,7 +192,7 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-    finished = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts.glob("part-*.npy")}
+    finished = _settled(parts)
     assert 1 <= len(finished) < N_SHARDS
     assert clusterclip.io.read_stage(workdir, "embed") is None  # not complete
 
@@ -202,6 +202,18 @@ def test_killed_driver_resumes_from_finished_shards(ray_address, corpus, local_r
         path = parts / name
         assert (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
     assert_same_as_local(local_run, workdir)
+
+
+def _settled(parts: Path) -> dict[str, tuple[int, int]]:
+    """The parts on disk once no more appear: the tasks write their own parts, so one that
+    was running when its driver was killed may finish before Ray stops its actor."""
+    previous, deadline = None, time.monotonic() + 30
+    while True:
+        found = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in parts.glob("part-*.npy")}
+        if found == previous or time.monotonic() > deadline:
+            return found
+        previous = found
+        time.sleep(2)
 
 
 def _cluster(workdir: Path, **kwargs):
@@ -263,3 +275,47 @@ def test_ray_flags_without_the_ray_engine_are_refused(corpus, tmp_path, capsys):
     status = main(["embed", str(corpus), "--workdir", str(tmp_path), "--num-workers", "2"])
     assert status == 2
     assert "apply to the Ray engine only. Add --engine ray" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("encoder", ["tfidf", "static"])
+def test_a_bad_record_under_strict_reads_as_on_the_local_engine(
+    ray_address, corpus, tmp_path, encoder
+):
+    """The record is read on a Ray worker (the TF-IDF fit task, or a shard task); its error
+    reaches the caller as the ClusterClipError the local engine raises, not Ray's wrapper."""
+    messages = []
+    for engine, options in (("local", None), ("ray", dict(RAY_OPTIONS))):
+        with pytest.raises(clusterclip.ClusterClipError) as caught:
+            embed(corpus, workdir=tmp_path / engine, encoder=encoder, shard_size=SHARD_SIZE,
+                  strict=True, engine=engine, engine_options=options)  # fmt: skip
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith(f"{corpus}:701: malformed: invalid JSON")
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_a_local_run_interrupted_resumes_on_ray(
+    ray_address, corpus, local_run, tmp_path, monkeypatch
+):
+    """Engines share the shard tasks and their files: Ray finishes what the local engine began."""
+    original = clusterclip.embed.job.map_shards
+
+    def two_shards_then_stop(tasks, worker, **arguments):
+        for number, result in enumerate(original(tasks, worker, **arguments)):
+            if number == 2:
+                raise _Interrupted
+            yield result
+
+    workdir = tmp_path / "w"
+    with monkeypatch.context() as patch:
+        patch.setattr(clusterclip.embed.job, "map_shards", two_shards_then_stop)
+        with pytest.raises(_Interrupted):
+            _embed(corpus, workdir)
+    parts = sorted(p.name for p in (workdir / "embeddings").glob("part-*.npy"))
+    assert parts[:2] == ["part-00000.npy", "part-00001.npy"]
+    result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
+    assert result.summary["shards_resumed"] == len(parts)
+    assert_same_as_local(local_run, workdir)

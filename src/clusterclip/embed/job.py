@@ -1,29 +1,32 @@
-"""The embed job: plan shards from a record stream, embed them, write them atomically, resume.
+"""The embed job: plan shard tasks from file metadata, run them on the engine, merge, resume.
 
 Shards are independent units of work. Shard ``s`` covers documents
 ``[s * shard_size, (s + 1) * shard_size)`` (by global index, ok or not), so
 the shard boundaries depend only on the inputs and ``shard_size``.
 
-- **plan** (driver): stream the records once; for each shard write its index
-  fragment (``.embed-state/index-NNNNN.parquet``, with token counts) and hand
-  ``(shard_id, ok_texts)`` to the executor. Shards already finished are
-  skipped without tokenising or encoding.
-- **work** (engine): :class:`~clusterclip.embed.worker.EmbedWorker` turns a
-  shard's texts into float16 rows and token counts, wherever
-  :func:`clusterclip.engines.map_shards` runs it (``engine="local"``: in this
-  process; ``"ray"``: on a pool of actors); results come back in shard order.
-- **write** (driver): place the ok rows into an all-zero ``(rows, dim)``
-  float16 array and write ``embeddings/part-NNNNN.npy`` atomically. A shard is
-  finished when its fragment and its part exist with matching row counts; a
-  rerun after ``kill -9`` skips those and recomputes the rest, giving
-  byte-identical files.
+- **plan** (driver, :mod:`clusterclip.embed.plan`): cut the corpus into read
+  ranges from file metadata, have the engine count the records of the jsonl
+  ranges, and describe each shard as the range pieces that hold it. The driver
+  reads no record. Shards already finished are only read again for the statistics.
+- **work** (engine): :class:`~clusterclip.embed.worker.ShardWorker` reads a
+  shard's records, embeds the ``ok`` ones and writes the shard's index fragment
+  (``.embed-state/index-NNNNN.parquet``) and ``embeddings/part-NNNNN.npy``
+  atomically, wherever :func:`clusterclip.engines.map_shards` runs it
+  (``engine="local"``: in this process; ``"ray"``: on a pool of actors). It
+  returns the shard's read statistics and its part's hash, in shard order.
+- **merge** (driver): the fragments into ``documents.parquet`` and
+  ``rejects.jsonl``, the statistics into the summary, the hashes into the
+  manifest. A shard is finished when its fragment and its part exist with
+  matching row counts; a rerun after ``kill -9`` skips those and recomputes the
+  rest, giving byte-identical files.
 
-Memory holds one shard of texts (plus whatever the executor keeps in flight).
+Memory holds one shard of texts per worker; the driver holds the plan.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import time
@@ -32,27 +35,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from clusterclip.embed.encoders import EncoderSpec, get_encoder, spec_to_dict
-from clusterclip.embed.index import IndexRows
+from clusterclip.embed.fit import TfidfFit, no_usable_document
 from clusterclip.embed.options import EmbedOptions
+from clusterclip.embed.plan import ReadPlan, ReadStats, ShardTask, plan_reads
 from clusterclip.embed.static import ensure_static_model
-from clusterclip.embed.tfidf import TFIDF_SAMPLE, fit_tfidf, sample_for_fit
 from clusterclip.embed.transformer import resolve_compute, resolve_runtime
-from clusterclip.embed.worker import EmbedWorker
+from clusterclip.embed.worker import ShardWorker
 from clusterclip.engines import map_shards, resolve_options
-from clusterclip.errors import ClusterClipError, hint, spell
 from clusterclip.io import WorkDir, corpus_key, versions
-from clusterclip.io.artifacts import EMBEDDING_DTYPE, DocumentsArtifact, EmbeddingsArtifact
+from clusterclip.io.artifacts import DocumentsArtifact, EmbeddingsArtifact
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
-    describe_statuses,
     expand_inputs,
     hidden_files_skipped,
     is_hf_dataset,
-    iter_records,
 )
 from clusterclip.io.shards import ShardedMatrix
 from clusterclip.progress import progress_bar, progress_enabled
@@ -68,8 +66,6 @@ __all__ = [
 
 #: Documents per embeddings part (declared once, on :class:`EmbedOptions`).
 DEFAULT_SHARD_SIZE = EmbedOptions.shard_size
-
-ShardIter = Iterator[tuple[int, list[str]]]
 
 
 @dataclass
@@ -328,15 +324,14 @@ def _run_embed(
     for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
         for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
             stale.unlink(missing_ok=True)  # temp files of a killed run
-    local = _prepare_encoder(work, options, spec, stage)
-    stream = iter_records(
-        stage.source, text_field=options.text_field, id_field=options.id_field,
-        strict=options.strict,
-    )  # fmt: skip
-    stats = _embed_shards(plan, stream, spec, stage, local.dim)
-    n_documents = sum(stream.counts.values())
+    reads = plan_reads(
+        stage.paths, dataset=_dataset(stage), engine=stage.engine, options=stage.ray_options
+    )
+    n_documents = reads.n_records
     if n_documents == 0:
-        raise _no_usable_document(stage.sources, stream)
+        raise no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
+    local = _prepare_encoder(work, options, spec, stage, reads)
+    stats, stream, part_fingerprints = _embed_shards(plan, reads, spec, stage, options)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -366,7 +361,7 @@ def _run_embed(
     }
     outputs = {
         "documents": plan.documents.fingerprint(),
-        "embeddings": plan.embeddings.fingerprint(n_shards),
+        "embeddings": plan.embeddings.fingerprint(n_shards, known=part_fingerprints),
     }
     record = {
         "sources": list(stage.sources),
@@ -384,7 +379,7 @@ def _run_embed(
     }  # fmt: skip
     _remove_own(plan.state, "index-*.parquet")
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
-        raise _no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
+        raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
 
 
@@ -426,134 +421,78 @@ def _same_sources(plan: _Plan, sources: list[str]) -> bool:
     return True
 
 
-def _no_usable_document(sources: list[str], stream: Any, rejects: Path | None = None) -> Exception:
-    """The error for a corpus without one usable document, accounting for every record."""
-    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
-    if not stream.counts:
-        blank = f" ({stream.blank_lines:,} blank lines)" if stream.blank_lines else ""
-        verb = "holds" if len(sources) == 1 else "hold"
-        return ClusterClipError(
-            f"no usable document: {shown} {verb} no records{blank}. Check the files."
-        )
-    worst = max((s for s in stream.counts if s != "ok"), key=stream.counts.__getitem__)
-    fix = {
-        "missing_field": f"Name the field that holds the text with {spell('text_field')}.",
-        "malformed": "Each line must be one JSON object in UTF-8 (JSON Lines).",
-        "not_text": f"Pass {spell('text_field')} NAME if another field holds the text.",
-        "empty": "Every text is empty or blank.",
-    }[worst]
-    listed = f" Every record and its reason is in {rejects}." if rejects else ""
-    return ClusterClipError(
-        f"no usable document in {shown}: {describe_statuses(stream.counts, stream.examples)}. "
-        f"{fix}{listed}"
-    )
-
-
 def _prepare_encoder(
-    work: WorkDir, options: EmbedOptions, spec: EncoderSpec, stage: EmbedStage
+    work: WorkDir, options: EmbedOptions, spec: EncoderSpec, stage: EmbedStage, reads: ReadPlan
 ) -> Any:
-    """Distil / fit the encoder once, on the driver; return a local instance."""
+    """Distil / fit the encoder once, on the driver; return a local instance.
+
+    The TF-IDF fit samples texts from the whole corpus: it is the one step that
+    still reads records on the driver. It stays here because its SVD's bytes
+    depend on the BLAS thread count, which differs on a Ray actor (1 CPU) and
+    would change every embedding; a fit that does not would be a task too.
+    """
     if options.encoder == "static":
         ensure_static_model(spec)
     if options.encoder == "tfidf" and not work.exists("tfidf"):
-        stream = iter_records(
-            stage.source, text_field=options.text_field, id_field=options.id_field,
-            strict=options.strict,
-        )  # fmt: skip
-        texts = ((r.index, r.text) for r in stream if r.status == "ok")
-        sample = sample_for_fit(texts, size=TFIDF_SAMPLE, seed=options.seed)
-        if not stream.counts.get("ok"):
-            raise _no_usable_document(stage.sources, stream)
-        if len(sample) < 3:
-            raise ClusterClipError(
-                f"the tfidf encoder needs at least 3 documents with text to fit on; the inputs "
-                f"hold {describe_statuses(stream.counts, stream.examples)}. Add documents, or "
-                f"use another encoder ({hint('encoder', 'static')})."
-            )
-        fit_tfidf(sample, path=work.path_of("tfidf"), seed=options.seed)
+        fit = TfidfFit(_read_options(options), list(stage.sources), _dataset(stage))
+        fit((reads.whole_pieces(), str(work.path_of("tfidf")), options.seed))
     return get_encoder(spec)
 
 
+def _read_options(options: EmbedOptions) -> dict[str, Any]:
+    """What the read tasks need of the options: the fields and strictness."""
+    return {
+        "text_field": options.text_field,
+        "id_field": options.id_field,
+        "strict": options.strict,
+    }
+
+
+def _dataset(stage: EmbedStage) -> Any:
+    """The corpus when it is a Hugging Face dataset, else None."""
+    return None if stage.paths else stage.source
+
+
 def _embed_shards(
-    plan: _Plan, stream: Any, spec: EncoderSpec, stage: EmbedStage, dim: int
-) -> dict[str, int]:
-    """Plan shards from the record stream, run them on the engine, write them as they return."""
-    shard_size = plan.shard_size
-    # shard -> (its index rows, ok positions): the index fragment is written when
-    # the shard's token counts come back with its embeddings
-    pending: dict[int, tuple[IndexRows, np.ndarray]] = {}
-    stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
+    plan: _Plan, reads: ReadPlan, spec: EncoderSpec, stage: EmbedStage, options: EmbedOptions
+) -> tuple[dict[str, int], ReadStats, dict[int, str]]:
+    """Run every shard task on the engine; the tasks read, embed and write, the driver counts.
 
-    def shard_iter() -> ShardIter:
-        rows, texts, ok_positions, shard = IndexRows(), [], [], 0
-
-        def flush() -> tuple[int, list[str]] | None:
-            stats["shards"] += 1
-            if plan.finished(shard, len(rows)):
-                stats["resumed"] += 1
-                bar.update(len(rows))
-                return None
-            pending[shard] = (rows, np.asarray(ok_positions, dtype=np.int64))
-            return shard, texts
-
-        for record in stream:
-            if record.index // shard_size != shard:
-                task = flush()
-                if task:
-                    yield task
-                rows, texts, ok_positions, shard = IndexRows(), [], [], record.index // shard_size
-            if record.status == "ok":
-                ok_positions.append(len(rows))
-                texts.append(record.text)
-            rows.add(record)
-        if len(rows):
-            task = flush()
-            if task:
-                yield task
-
-    plan.parts.mkdir(parents=True, exist_ok=True)
-    total = _count_records(stage.source) if progress_enabled() else None
-    with progress_bar(total=total, desc="embed", unit="doc") as bar:
-        worker = functools.partial(EmbedWorker, spec)
-        results = map_shards(shard_iter(), worker, engine=stage.engine, options=stage.ray_options)
-        for shard, (vectors, tokens) in results:
-            rows, positions = pending.pop(shard)
-            n_rows = len(rows)
-            if vectors.shape != (len(positions), dim) or tokens.shape != (len(positions),):
-                raise ClusterClipError(
-                    f"shard {shard}: the executor returned shapes {vectors.shape} and "
-                    f"{tokens.shape}, expected {(len(positions), dim)} and {(len(positions),)}."
-                )
-            # The fragment first, the part last: a shard is finished when both exist.
-            rows.set_tokens(positions, tokens)
-            plan.documents.write_fragment(shard, rows.columns)
-            part = np.zeros((n_rows, dim), dtype=EMBEDDING_DTYPE)
-            part[positions] = vectors
-            plan.embeddings.write_part(shard, part)
-            stats["embedded_docs"] += n_rows
-            bar.update(n_rows)
-    return stats
-
-
-def _count_records(inputs: Any) -> int | None:
-    """Number of records, for the progress bar's ETA (a quick pass over the files).
-
-    Parquet row counts come from the footers; jsonl files are scanned for
-    newlines (decompressing ``.gz``/``.zst``), which is fast next to embedding.
-    Blank lines make this a slight over-estimate. A truncated compressed file
-    fails here, before anything is embedded.
+    A finished shard (its fragment and its part present, with its row count) is
+    read again for the statistics but neither embedded nor written.
     """
-    if is_hf_dataset(inputs):
-        try:
-            return len(inputs)
-        except TypeError:
-            return None
-    from clusterclip.io.readers import count_lines
+    found = ReadStats(blank_lines=reads.blank_lines)
+    stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
+    parts: dict[int, str] = {}  # shard -> its part's fingerprint, hashed by the task
+    finished: set[int] = set()
 
-    try:
-        return sum(count_lines(path) for path in expand_inputs(inputs))
-    except OSError:
-        return None  # the real pass reports the problem with file and line
+    def tasks() -> Iterator[tuple[int, ShardTask]]:
+        for task in reads.shards(plan.shard_size):
+            stats["shards"] += 1
+            if plan.finished(task.shard, task.rows):
+                stats["resumed"] += 1
+                finished.add(task.shard)
+                task = dataclasses.replace(task, write=False)
+            yield task.shard, task
+
+    read_options = {
+        "text_field": options.text_field, "id_field": options.id_field, "strict": options.strict,
+    }  # fmt: skip
+    dataset = None if stage.paths else stage.source
+    worker = functools.partial(
+        ShardWorker, spec, str(plan.work.path.resolve()), read_options, dataset
+    )
+    total = reads.n_records if progress_enabled() else None
+    with progress_bar(total=total, desc="embed", unit="doc") as bar:
+        results = map_shards(tasks(), worker, engine=stage.engine, options=stage.ray_options)
+        for shard, (shard_stats, part_fingerprint) in results:
+            found.add(shard_stats)
+            parts[shard] = part_fingerprint
+            rows = int(sum(shard_stats.counts.values()))
+            if shard not in finished:
+                stats["embedded_docs"] += rows
+            bar.update(rows)
+    return stats, found, parts
 
 
 def _result(work: WorkDir, summary: dict[str, Any]) -> EmbedResult:

@@ -21,7 +21,8 @@ Faults
     worker process that dies is restarted (its factory runs again) and its
     queued tasks re-run, and since results are matched to tasks by position,
     none is lost or duplicated. An exception raised by the worker itself is not
-    retried; it reaches the caller. A killed driver takes its actors with it.
+    retried; it reaches the caller (a :class:`~clusterclip.errors.ClusterClipError`
+    as itself, without Ray's wrapper). A killed driver takes its actors with it.
 
 Ray is optional: it is imported through :func:`clusterclip.errors.require_extra`
 when a map starts, which names the install line (``pip install 'clusterclip[ray]'``)
@@ -115,6 +116,22 @@ def _pool_size(ray: Any, options: RayOptions) -> int:
     return int(options.num_workers)
 
 
+def _get(ray: Any, reference: Any) -> Any:
+    """``ray.get``, with a :class:`ClusterClipError` raised by the worker raised as itself.
+
+    Ray wraps a worker's exception in a ``RayTaskError`` whose message leads with
+    the remote traceback; clusterclip's own errors (a bad record under ``strict``,
+    a corpus without text) already say what went wrong and how to fix it, so the
+    caller gets them exactly as the local engine raises them.
+    """
+    try:
+        return ray.get(reference)
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, ClusterClipError):
+            raise error.cause from None
+        raise
+
+
 class _Actor:
     """A Ray actor around one worker: the factory runs once, in the constructor."""
 
@@ -191,7 +208,7 @@ def map_shards(
             submit(task)
         while in_flight:
             task_id, actor, reference = in_flight.popleft()
-            result = ray.get(reference)
+            result = _get(ray, reference)
             queued[actor] -= 1
             for task in itertools.islice(iterator, 1):  # keep the pool busy while we yield
                 submit(task)

@@ -34,7 +34,7 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,9 @@ STATUSES = ("ok", "empty", "malformed", "missing_field", "not_text")
 DEFAULT_TEXT_FIELDS = ("content", "text")
 DEFAULT_ID_FIELD = "id"
 DATASET_SOURCE = "<dataset>"
+
+#: What a reader yields before a record is judged: source, line, parsed value, parse error.
+RawRecord = tuple[str, int, Any, "str | None"]
 
 _PARQUET_BATCH_ROWS = 1024
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -285,6 +288,7 @@ class RecordStream(Iterator[Record]):
         id_field: str | None,
         strict: bool,
         start: int = 0,
+        raw: Callable[[RecordStream], Iterable[RawRecord]] | None = None,
     ) -> None:
         if text_field is not None and (not isinstance(text_field, str) or not text_field):
             raise invalid("text_field", "a non-empty field name or None", text_field)
@@ -300,7 +304,9 @@ class RecordStream(Iterator[Record]):
         self.counts: Counter[str] = Counter()
         self.examples: dict[str, str] = {}
         self._index = start
-        if is_hf_dataset(inputs):
+        if raw is not None:  # a read task's pieces (clusterclip.io.ranges.read_pieces)
+            self._raw = iter(raw(self))
+        elif is_hf_dataset(inputs):
             self._raw = self._iter_dataset(inputs)
         else:
             self._raw = self._iter_files(expand_inputs(inputs))
@@ -321,48 +327,45 @@ class RecordStream(Iterator[Record]):
 
     # -- raw sources: yield (source, line, parsed dict or None, error or None) --
 
-    def _iter_files(self, paths: list[Path]) -> Iterator[tuple[str, int, Any, str | None]]:
+    def _iter_files(self, paths: list[Path]) -> Iterator[RawRecord]:
         for path in paths:
             if path.name.endswith(".parquet"):
                 yield from self._iter_parquet(path)
             else:
                 yield from self._iter_jsonl(path)
 
-    def _iter_jsonl(self, path: Path) -> Iterator[tuple[str, int, Any, str | None]]:
+    def _iter_jsonl(self, path: Path) -> Iterator[RawRecord]:
         source = str(path)
         line = 0
-        with _open_lines(path) as handle:
+        with open_lines(path) as handle:
             try:
                 for line_bytes in handle:
                     line += 1
                     if line == 1:
-                        line_bytes = _without_bom(line_bytes, source)
+                        line_bytes = without_bom(line_bytes, source)
                     if not line_bytes.strip():
                         self.blank_lines += 1
                         continue
-                    try:
-                        text = line_bytes.decode("utf-8")
-                    except UnicodeDecodeError:
-                        text = line_bytes.decode("utf-8", errors="replace")
-                        self._replaced_utf8(source, line)
-                    try:
-                        yield source, line, json.loads(text), None
-                    except json.JSONDecodeError as error:
-                        yield (
-                            source,
-                            line,
-                            None,
-                            f"invalid JSON ({error.msg} at column {error.colno})",
-                        )
+                    yield self.parse_line(source, line, line_bytes)
             except (EOFError, OSError) as error:
-                unpack = "zstdcat" if source.endswith(".zst") else "zcat"
-                raise ClusterClipError(
-                    f"{source} is truncated or corrupt after line {line} ({error}); the records "
-                    "after that point cannot be read or accounted for. Re-create the file, or "
-                    f"recover the readable part (e.g. `{unpack} {source} > part.jsonl`) and pass that."
-                ) from error
+                raise truncated(source, line, error) from error
 
-    def _iter_parquet(self, path: Path) -> Iterator[tuple[str, int, Any, str | None]]:
+    def parse_line(self, source: str, line: int, line_bytes: bytes) -> RawRecord:
+        """One non-blank jsonl line as ``(source, line, parsed or None, error or None)``.
+
+        Invalid UTF-8 is replaced (and counted); invalid JSON becomes the error.
+        """
+        try:
+            text = line_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line_bytes.decode("utf-8", errors="replace")
+            self._replaced_utf8(source, line)
+        try:
+            return source, line, json.loads(text), None
+        except json.JSONDecodeError as error:
+            return source, line, None, f"invalid JSON ({error.msg} at column {error.colno})"
+
+    def _iter_parquet(self, path: Path) -> Iterator[RawRecord]:
         pq = require_extra("pyarrow.parquet", "io")
         source = str(path)
         try:
@@ -375,7 +378,7 @@ class RecordStream(Iterator[Record]):
                 yield source, row, raw, None
                 row += 1
 
-    def _iter_dataset(self, dataset: Any) -> Iterator[tuple[str, int, Any, str | None]]:
+    def _iter_dataset(self, dataset: Any) -> Iterator[RawRecord]:
         for row, raw in enumerate(dataset):
             yield DATASET_SOURCE, row, raw, None
 
@@ -435,7 +438,17 @@ class RecordStream(Iterator[Record]):
         return str(value)
 
 
-def _without_bom(first_line: bytes, source: str) -> bytes:
+def truncated(source: str, line: int, error: BaseException) -> ClusterClipError:
+    """The error for a compressed file that ends (or breaks) after ``line``."""
+    unpack = "zstdcat" if source.endswith(".zst") else "zcat"
+    return ClusterClipError(
+        f"{source} is truncated or corrupt after line {line} ({error}); the records "
+        "after that point cannot be read or accounted for. Re-create the file, or "
+        f"recover the readable part (e.g. `{unpack} {source} > part.jsonl`) and pass that."
+    )
+
+
+def without_bom(first_line: bytes, source: str) -> bytes:
     """The first line of a jsonl file without its UTF-8 byte order mark; refuse UTF-16/32."""
     if first_line.startswith(_UTF8_BOM):
         return first_line[len(_UTF8_BOM) :]
@@ -573,7 +586,7 @@ def _zstd_lines(path: Path) -> Iterator[bytes]:
 
 
 @contextlib.contextmanager
-def _open_lines(path: Path) -> Iterator[Iterator[bytes]]:
+def open_lines(path: Path) -> Iterator[Iterator[bytes]]:
     name = path.name
     if name.endswith(".zst"):
         yield _zstd_lines(path)

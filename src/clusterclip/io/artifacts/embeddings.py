@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,29 @@ class EmbeddingsArtifact(Artifact):
         except (OSError, ValueError):
             return None
 
-    def fingerprint(self, n_tasks: int | None = None) -> str:
-        """Content hash of every part (of tasks ``0..n_tasks-1``; default: those present), in task order."""
+    def part_fingerprint(self, task: int) -> str:
+        """Content hash of the part of ``task`` (what :meth:`fingerprint` combines)."""
+        return fingerprint_file(self.part_path(task))
+
+    def fingerprint(
+        self, n_tasks: int | None = None, *, known: Mapping[int, str] | None = None
+    ) -> str:
+        """Content hash of every part (of tasks ``0..n_tasks-1``; default: those present), in task order.
+
+        ``known``: ``{task: part_fingerprint(task)}`` already computed where the
+        parts were written (the embed tasks), so the caller reads none of those parts.
+        """
         import hashlib
 
-        parts = self.part_paths() if n_tasks is None else map(self.part_path, range(n_tasks))
+        known = known or {}
+        if n_tasks is None:
+            parts = [(int(p.stem.removeprefix("part-")), p) for p in self.part_paths()]
+        else:
+            parts = [(task, self.part_path(task)) for task in range(n_tasks)]
         digest = hashlib.blake2b(digest_size=16)
-        for part in parts:
-            digest.update(f"{part.name}:{fingerprint_file(part)};".encode())
+        for task, part in parts:
+            found = known.get(task) or fingerprint_file(part)
+            digest.update(f"{part.name}:{found};".encode())
         return digest.hexdigest()
 
     def damaged(self) -> str | None:

@@ -1,0 +1,205 @@
+"""The embed stage's task plan: read ranges from metadata, counts from the engine, shard tasks.
+
+The driver never reads a record. It plans in three steps:
+
+1. **ranges** (:func:`clusterclip.io.ranges.plan_ranges`): the corpus cut into
+   byte ranges, row groups and whole compressed files, from file metadata;
+2. **counts**: the ranges whose record count is not metadata (jsonl) are
+   counted by :class:`CountWorker` tasks on the engine; each reports
+   ``(lines, records)``. Global document indices follow from these counts by
+   prefix sums, in input order, so they are deterministic whatever ran the counts;
+3. **shards**: shard ``s`` is documents ``[s * shard_size, (s + 1) * shard_size)``,
+   as it always was; :meth:`ReadPlan.shards` describes each as the pieces of
+   ranges that hold those documents (a :class:`ShardTask`: a few integers
+   and file names). The task reads, embeds and writes the shard itself
+   (:class:`~clusterclip.embed.worker.ShardWorker`).
+
+Because shards are cut by global index exactly as before, the files a shard
+task writes (``.embed-state/index-NNNNN.parquet``, ``embeddings/part-NNNNN.npy``)
+are the ones the stage has always written, and a run interrupted by an earlier
+version resumes shard by shard.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.engines import RayOptions, map_shards
+from clusterclip.io.ranges import Piece, ReadRange, count_range, plan_ranges
+
+__all__ = ["CountWorker", "ReadPlan", "ReadStats", "ShardTask", "plan_reads"]
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One embed task: shard ``shard`` holds documents ``first_index .. first_index + rows``.
+
+    ``write=False``: the shard is finished; the task only reads it again for
+    the statistics (:class:`ReadStats`), and embeds and writes nothing.
+    """
+
+    shard: int
+    first_index: int
+    rows: int
+    pieces: tuple[Piece, ...]
+    write: bool = True
+
+
+@dataclass
+class ReadStats:
+    """What reading the corpus found, summed over the shard tasks in shard order.
+
+    The attributes of :class:`~clusterclip.io.readers.RecordStream` the stage
+    reports (``counts``, ``examples``, ``blank_lines``, ``text_fields``, ...).
+    """
+
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    text_fields: Counter[str] = field(default_factory=Counter)
+    blank_lines: int = 0
+    replaced_utf8_lines: int = 0
+    first_replaced_utf8: str | None = None
+
+    def add(self, other: ReadStats) -> None:
+        """Add the next shard's statistics (the first example of a status stays the first)."""
+        self.counts.update(other.counts)
+        self.text_fields.update(other.text_fields)
+        for status, example in other.examples.items():
+            self.examples.setdefault(status, example)
+        self.blank_lines += other.blank_lines
+        self.replaced_utf8_lines += other.replaced_utf8_lines
+        self.first_replaced_utf8 = self.first_replaced_utf8 or other.first_replaced_utf8
+
+
+class CountWorker:
+    """Counts the lines and records of read ranges (the engine's worker of the count step).
+
+    Parameters
+    ----------
+    dataset : datasets.Dataset, optional
+        The corpus when it is a Hugging Face dataset (shipped once per process).
+    """
+
+    def __init__(self, dataset: Any = None) -> None:
+        self.dataset = dataset
+
+    def __call__(self, read_range: ReadRange) -> tuple[int, int]:
+        return count_range(read_range, self.dataset)
+
+
+@dataclass
+class ReadPlan:
+    """Read ranges with their counts: where every document of the corpus is.
+
+    Attributes
+    ----------
+    ranges : list of ReadRange
+        In input order.
+    lines, records : numpy.ndarray
+        int64 ``(n_ranges,)``: lines (jsonl; blank ones too) and records per range.
+    """
+
+    ranges: list[ReadRange]
+    lines: np.ndarray
+    records: np.ndarray
+
+    @property
+    def n_records(self) -> int:
+        """Records in the corpus (documents of ``documents.parquet``)."""
+        return int(self.records.sum())
+
+    @property
+    def blank_lines(self) -> int:
+        """Whitespace-only jsonl lines, which are not records."""
+        return int((self.lines - self.records).sum())
+
+    def first_lines(self) -> np.ndarray:
+        """int64 ``(n_ranges,)``: the file line (jsonl, 1-based) or row (0-based) each range starts at."""
+        first = np.zeros(len(self.ranges), dtype=np.int64)
+        line, previous = 0, None
+        for number, read_range in enumerate(self.ranges):
+            if read_range.kind in ("parquet", "dataset"):
+                first[number] = read_range.first_row
+                continue
+            if read_range.source != previous:
+                line, previous = 1, read_range.source
+            first[number] = line
+            line += int(self.lines[number])
+        return first
+
+    def whole_pieces(self) -> list[Piece]:
+        """Every range read whole, in input order: the whole corpus (for the TF-IDF fit)."""
+        first_lines = self.first_lines()
+        return [
+            Piece(read_range, int(first_lines[number]), 0, int(self.records[number]))
+            for number, read_range in enumerate(self.ranges)
+            if self.records[number]
+        ]
+
+    def shards(self, shard_size: int) -> Iterator[ShardTask]:
+        """Every shard of ``shard_size`` documents as the range pieces that hold it, in order."""
+        ends = np.cumsum(self.records)
+        starts = ends - self.records
+        first_lines = self.first_lines()
+        for shard, low in enumerate(range(0, self.n_records, shard_size)):
+            high = min(low + shard_size, self.n_records)
+            pieces = []
+            number = int(np.searchsorted(ends, low, side="right"))
+            while number < len(self.ranges) and starts[number] < high:
+                begin, end = max(low, int(starts[number])), min(high, int(ends[number]))
+                if end > begin:
+                    skip = begin - int(starts[number])
+                    pieces.append(
+                        Piece(self.ranges[number], int(first_lines[number]), skip, end - begin)
+                    )
+                number += 1
+            yield ShardTask(shard, low, high - low, tuple(pieces))
+
+
+def plan_reads(
+    paths: list[Path],
+    *,
+    dataset: Any = None,
+    engine: str = "local",
+    options: RayOptions | None = None,
+    range_bytes: int | None = None,
+) -> ReadPlan:
+    """Plan the corpus's read ranges and count the ones metadata does not, on ``engine``.
+
+    Parameters
+    ----------
+    paths : list of Path
+        Corpus files in input order (:func:`~clusterclip.io.readers.expand_inputs`).
+    dataset : datasets.Dataset, optional
+        The corpus when it is a Hugging Face dataset (``paths`` empty).
+    engine, options
+        Where the counting tasks run (:func:`clusterclip.engines.map_shards`).
+    range_bytes : int, optional
+        Bytes of uncompressed jsonl per range (default
+        :data:`~clusterclip.io.ranges.DEFAULT_RANGE_BYTES`).
+
+    Returns
+    -------
+    ReadPlan
+        Deterministic: the counts do not depend on the engine or the order tasks finish.
+    """
+    ranges = plan_ranges(paths, dataset=dataset, range_bytes=range_bytes)
+    lines = np.zeros(len(ranges), dtype=np.int64)
+    records = np.zeros(len(ranges), dtype=np.int64)
+    unknown = []
+    for number, read_range in enumerate(ranges):
+        if read_range.rows is None:
+            unknown.append((number, read_range))
+        else:
+            lines[number] = records[number] = read_range.rows
+    worker = functools.partial(CountWorker, dataset)
+    for number, (n_lines, n_records) in map_shards(unknown, worker, engine=engine, options=options):
+        lines[number], records[number] = n_lines, n_records
+    return ReadPlan(ranges, lines, records)
