@@ -1,6 +1,6 @@
 """Advice printed by the summaries: the repetition cap, and an older draw rule for many clusters.
 
-The repetition cap, for the budget at hand, from the measured grid.
+The repetition cap, for the budget at hand.
 
 A cap ``R`` below twice the budget's passes binds early: under uniform cluster
 sampling a cluster of ``s`` documents (mean size ``m``) runs out after a share
@@ -20,9 +20,9 @@ The passes are those of the budget the user asked for (:func:`budget_passes`),
 not of the draws made: a schedule cut short by the clip (``on_exhausted="stop"``)
 made at most ``R`` passes whatever the budget.
 
-The draw rule: the rule of new schedules (version 4) builds in about the time
-of a numpy permutation at any number of clusters, while the older rules a
-schedule can still ask for (``--schedule-version 1``, ``2`` or ``3``, to
+The draw rule: the rule of new schedules (version 4) builds in a few times the
+time of a numpy permutation at any number of clusters (docs/performance.md),
+while the older rules a schedule can still ask for (``--schedule-version 1``, ``2`` or ``3``, to
 reproduce an earlier run) pay per cluster with very many of them
 (docs/sampler.md, "Schedule versions"); :func:`rule_advice` says so. Nothing
 is changed for the user: another version is another schedule of the same law.
