@@ -14,24 +14,30 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from clusterclip.dedup.compare import CompareWorker, NeighbourWorker, compare_tasks
 from clusterclip.dedup.detect import (
     DuplicateGroups,
     find_groups,
     hash_texts,
-    second_nearest,
+    neighbour_step,
     shown_cosine,
 )
 from clusterclip.dedup.options import DedupOptions
+from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, versions
 from clusterclip.io.artifacts import DuplicatesArtifact
 from clusterclip.runner import StageOutput, run_stage
 
 __all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
+
+#: Rows of one second-nearest task (about; whole scoring blocks): a speed knob only.
+NEIGHBOUR_TASK_ROWS = 2**20
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ def dedup(
     exact: bool = DedupOptions.exact,
     block_size: int = DedupOptions.block_size,
     overwrite: bool = False,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> DedupResult:
     """Find the near-duplicate groups of a clustered work directory.
 
@@ -81,6 +89,12 @@ def dedup(
         float32 scores in memory.
     overwrite : bool
         Replace groups made with other settings (otherwise refuse).
+    engine : {"local", "ray"}
+        Where the comparisons run (:data:`clusterclip.engines.ENGINES`): tasks of
+        whole clusters and of rows for the second-nearest clusters; the groups
+        are the same on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -93,9 +107,8 @@ def dedup(
     (41, 97)
     """
     options = DedupOptions(threshold=threshold, exact=exact, block_size=block_size)
-    outcome = run_stage(
-        DedupStage(), WorkDir(workdir), options, on_change="refuse", force=overwrite
-    )
+    stage = DedupStage(engine=engine, engine_options=engine_options)
+    outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
     return outcome.result
 
 
@@ -108,6 +121,12 @@ class DedupStage:
 
     name = "dedup"
     artifacts = ("duplicates",)
+
+    def __init__(
+        self, *, engine: str = "local", engine_options: Mapping[str, Any] | None = None
+    ) -> None:
+        self.engine = engine
+        self.ray_options = resolve_options(engine, engine_options)  # checked before any work
 
     def inputs(self, work: WorkDir, options: DedupOptions) -> dict[str, Any]:
         """The clusters, the embeddings and the document index (the corpus is checked on read)."""
@@ -141,20 +160,24 @@ class DedupStage:
             exact_note = "skipped: the corpus was an in-memory dataset, its texts cannot be re-read"
         hashed = time.perf_counter()
         usable = int((labels >= 0).sum())
-        centroids = work.centroids()
+        n_centroids = work.n_clusters()
         neighbours, neighbour_note = None, "off: the centroids do not match the labels"
-        if centroids.shape[0] > int(labels.max(initial=-1)):  # centroids match the labels
+        if n_centroids > int(labels.max(initial=-1)):  # centroids match the labels
             tree = work.cluster_tree()
             with progress_bar(total=len(labels), desc="dedup: neighbours", unit="doc") as bar:
-                neighbours = second_nearest(
-                    embeddings.__getitem__, labels, centroids, tree=tree, progress=bar.update
+                neighbours = self._neighbours(
+                    work, labels, n_centroids, tree is not None, bar.update
                 )
             neighbour_note = "exact" if tree is None else "coarse to fine (beam 2)"
+        compare = partial(
+            self._compare, partial(CompareWorker, str(work.path), options.threshold,
+                                   options.block_size),
+        )  # fmt: skip
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
             groups = find_groups(
                 embeddings.__getitem__, labels, threshold=options.threshold,
                 block_size=options.block_size, hashes=hashes, neighbours=neighbours,
-                progress=bar.update,
+                progress=bar.update, compare=compare,
             )  # fmt: skip
         compared = time.perf_counter()
         outputs = _write(work, groups)
@@ -178,6 +201,33 @@ class DedupStage:
         }
         result = DedupResult(work.path, groups.representative, summary)
         return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
+
+    def _neighbours(
+        self, work: WorkDir, labels: np.ndarray, n_centroids: int, hierarchical: bool,
+        progress: Any,
+    ) -> np.ndarray:  # fmt: skip
+        """Every document's second-nearest cluster, in tasks of whole scoring blocks."""
+        n = labels.shape[0]
+        step = neighbour_step(n_centroids, hierarchical=hierarchical)
+        rows = step * max(1, NEIGHBOUR_TASK_ROWS // step)
+        tasks = ((start, (start, labels[start : start + rows])) for start in range(0, n, rows))
+        out = np.empty(n, dtype=np.int64)
+        found = map_shards(
+            tasks, partial(NeighbourWorker, str(work.path)), engine=self.engine,
+            options=self.ray_options,
+        )  # fmt: skip
+        for start, part in found:
+            out[start : start + part.size] = part
+            progress(int(part.size))
+        return out
+
+    def _compare(self, worker: Any, works: Any) -> Any:
+        """The clusters' answers from :class:`CompareWorker` tasks on the engine, in order."""
+        found = map_shards(
+            compare_tasks(works), worker, engine=self.engine, options=self.ray_options
+        )
+        for _, answers in found:
+            yield from answers
 
 
 def _texts(records: Any, bar: Any) -> Any:
