@@ -1,14 +1,18 @@
 """Which stages a command runs, in which order: derived from what each stage reads.
 
-``clusterclip run``, the sub-commands that run more than one stage (``schedule``
-with near-duplicate groups) and the LM harness each hand :func:`plan_stages` the
-stages they can run, with their options, and the stages they want. The plan
-follows each wanted stage's inputs upstream (``cluster.clusters`` is the
-``cluster`` stage's), keeps the stages it reaches, and orders them so that every
-stage runs after the ones it reads. An upstream stage the command does not offer
-(the ``schedule`` sub-command runs neither ``embed`` nor ``cluster``) is *given*:
-it must already be complete in the work directory, which the stage's own
-``inputs`` checks.
+``clusterclip run``, every sub-command that runs a stage (``embed``, ``cluster``,
+``dedup``, ``schedule``, ``report``) and the LM harness each hand
+:func:`plan_stages` the stages they can run, with their options, and the stages
+they want; the one-stage commands offer just their own. The plan follows each
+wanted stage's inputs upstream (``cluster.clusters`` is the ``cluster`` stage's),
+keeps the stages it reaches, and orders them so that every stage runs after the
+ones it reads. An upstream stage the command does not offer (``clusterclip
+cluster`` runs no ``embed``; the ``schedule`` sub-command neither ``embed`` nor
+``cluster``) is *given*: it must already be complete in the work directory, which
+the stage's own ``inputs`` checks (``work directory W has no completed `embed`
+stage. Run `clusterclip embed INPUT... --workdir W` first.``). The library's
+one-stage functions (:func:`clusterclip.embed`, :func:`clusterclip.cluster`,
+:func:`clusterclip.report.build_report`) hand their stage to the runner directly.
 
 The inputs are the ones each stage declares to the runner (``inputs(work,
 options)``, whose keys the manifest records), asked of a probe that records the

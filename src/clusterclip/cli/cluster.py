@@ -119,17 +119,21 @@ def backend_line(summary: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.cli.flags import engine_from_args, section_values
-    from clusterclip.cluster.stage import cluster
+    from clusterclip.cluster.options import ClusterOptions
+    from clusterclip.cluster.stage import ClusterStage
+    from clusterclip.io import WorkDir
+    from clusterclip.plan import plan_stages
     from clusterclip.progress import progress_enabled
 
     engine, engine_options = engine_from_args(args)
-    result = cluster(
-        args.workdir, overwrite=args.overwrite, engine=engine, engine_options=engine_options,
-        progress=progress_enabled(), **section_values(args, "cluster"),
-    )  # fmt: skip
-    if result.skipped:
+    options = ClusterOptions(**section_values(args, "cluster"))
+    stage = ClusterStage(engine=engine, engine_options=engine_options, progress=progress_enabled())
+    plan = plan_stages([(stage, options)], ["cluster"])  # embed is given: it must be complete
+    work = WorkDir(args.workdir)
+    outcome = plan.run(work, on_change="refuse", force=args.overwrite)["cluster"]
+    if outcome.action == "skipped":
         print(
             f"cluster: {args.workdir} already holds this result (same settings and inputs); skipped."
         )
-    print(format_summary(result.summary, args.workdir))
+    print(format_summary(outcome.result.summary, args.workdir))
     return 0

@@ -81,12 +81,16 @@ def format_summary(workdir: str, summary: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from clusterclip.cli.flags import engine_from_args, section_values
-    from clusterclip.embed import embed
+    from clusterclip.embed.job import EmbedStage
+    from clusterclip.embed.options import EmbedOptions
+    from clusterclip.io import WorkDir
+    from clusterclip.plan import plan_stages
 
     engine, engine_options = engine_from_args(args)
-    result = embed(
-        args.inputs, workdir=args.workdir, overwrite=args.overwrite, engine=engine,
-        engine_options=engine_options, **section_values(args, "embed"),
-    )  # fmt: skip
-    print(format_summary(args.workdir, result.summary))
+    options = EmbedOptions(**section_values(args, "embed"))
+    stage = EmbedStage(args.inputs, engine=engine, engine_options=engine_options)
+    plan = plan_stages([(stage, options)], ["embed"])
+    work = WorkDir(args.workdir)
+    outcome = plan.run(work, on_change="refuse", force=args.overwrite)["embed"]
+    print(format_summary(args.workdir, outcome.result.summary))
     return 0

@@ -75,10 +75,20 @@ def print_report_summary(path: Path, *, findings: bool = True) -> None:
 def run(args: argparse.Namespace) -> int:
     from clusterclip.cli.flags import section_values
     from clusterclip.errors import ClusterClipError
-    from clusterclip.report import build_report
+    from clusterclip.plan import plan_stages
+    from clusterclip.report import ReportOptions, report_target, write_report
+    from clusterclip.report.stage import ReportStage
 
     if args.out_dir is not None and Path(args.out_dir).is_file():
         raise ClusterClipError(f"--out-dir {args.out_dir} is a file; pass a folder.")
-    path = build_report(args.workdir, out_dir=args.out_dir, **section_values(args, "report"))
+    options = ReportOptions(**section_values(args, "report"))
+    work, elsewhere = report_target(args.workdir, args.out_dir)
+    if elsewhere is not None:  # a copy in another folder: no stage to run, nothing recorded
+        path = write_report(
+            work, elsewhere, n_slices=options.n_slices, n_keywords=options.n_keywords
+        )
+    else:
+        plan = plan_stages([(ReportStage(), options)], ["report"])
+        path = plan.run(work)["report"].result
     print_report_summary(path)
     return 0

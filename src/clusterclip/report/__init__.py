@@ -18,7 +18,7 @@ from pathlib import Path
 from clusterclip.io import WorkDir
 from clusterclip.report.options import ReportOptions
 
-__all__ = ["ReportOptions", "build_report", "write_report"]
+__all__ = ["ReportOptions", "build_report", "report_target", "write_report"]
 
 
 def build_report(
@@ -54,20 +54,36 @@ def build_report(
     >>> build_report("work")  # doctest: +SKIP
     PosixPath('work/report.html')
     """
-    from clusterclip.errors import invalid
     from clusterclip.report.stage import ReportStage
     from clusterclip.runner import run_stage
 
     options = ReportOptions(n_slices=n_slices, n_keywords=n_keywords)
+    work, elsewhere = report_target(workdir, out_dir)
+    if elsewhere is None:
+        return run_stage(ReportStage(), work, options).result
+    return write_report(work, elsewhere, n_slices=options.n_slices, n_keywords=options.n_keywords)
+
+
+def report_target(
+    workdir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None
+) -> tuple[WorkDir, Path | None]:
+    """The work directory to report on, and the other folder to write into (else None).
+
+    Written into the work directory (``out_dir`` None or that directory), the
+    report is its ``report`` stage: skipped when up to date, recorded in the
+    manifest. Written elsewhere, it is a copy rendered each time, with no
+    manifest entry. A work directory that does not exist is refused: the report
+    makes none.
+    """
+    from clusterclip.errors import invalid
+
     work = WorkDir(workdir)
     if not work.path.is_dir():
         raise invalid(
             "workdir", "an existing work directory", str(workdir), "Run `clusterclip run` first."
         )
     out = Path(out_dir) if out_dir is not None else work.path
-    if out.resolve() == work.path.resolve():
-        return run_stage(ReportStage(), work, options).result
-    return write_report(work, out, n_slices=options.n_slices, n_keywords=options.n_keywords)
+    return work, None if out.resolve() == work.path.resolve() else out
 
 
 def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) -> Path:
