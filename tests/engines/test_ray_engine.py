@@ -29,6 +29,7 @@ import clusterclip
 import clusterclip.cluster.assignment
 import clusterclip.dedup.compare
 import clusterclip.dedup.detect
+import clusterclip.dedup.hashes
 import clusterclip.dedup.stage
 import clusterclip.embed.job
 import clusterclip.io
@@ -333,7 +334,7 @@ def _dedup(workdir: Path, **kwargs):
 def test_dedup_on_ray_equals_local_with_a_worker_killed(
     ray_run, local_clusters, tmp_path, monkeypatch
 ):
-    """Cluster and neighbour tasks on two actors, one killed: the local engine's groups."""
+    """Hash, neighbour and cluster tasks on two actors, one killed: the local engine's groups."""
     local_dir = tmp_path / "local"
     shutil.copytree(local_clusters[0], local_dir)
     local = _dedup(local_dir)
@@ -344,7 +345,7 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
     monkeypatch.setattr(clusterclip.dedup.compare, "TASK_SCORES", 50_000)
     monkeypatch.setattr(clusterclip.dedup.detect, "SCORE_BYTES", 4 * N_CLUSTERS * 128)
     monkeypatch.setattr(clusterclip.dedup.stage, "NEIGHBOUR_TASK_ROWS", 512)
-    counted = []  # tasks per map (neighbours, then comparisons)
+    counted = []  # tasks per map (hashes, neighbours, then comparisons)
     original = clusterclip.dedup.stage.map_shards
 
     def counting(tasks, worker, **arguments):
@@ -358,11 +359,15 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
         return original(each(), worker, **arguments)
 
     monkeypatch.setattr(clusterclip.dedup.stage, "map_shards", counting)
+    monkeypatch.setattr(clusterclip.dedup.hashes, "map_shards", counting)
+    monkeypatch.setattr(clusterclip.dedup.hashes, "HASH_TASK_DOCUMENTS", 1000)
     marker = tmp_path / "killed"
     _kill_a_worker(monkeypatch, clusterclip.dedup.stage, marker)
     ray = _dedup(workdir, engine="ray", engine_options=RAY_OPTIONS)
     assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
-    assert counted == [6, N_CLUSTERS]  # 2,698 rows in tasks of 512; one cluster a task
+    # 2,700 documents hashed in tasks of 1,000, their rows in tasks of 512; a cluster a task
+    assert counted == [3, 6, N_CLUSTERS]
+    assert local.summary["exact_copies"] > 0
     assert local.summary["groups"] > 10 and local.summary["second_nearest"] == "exact"
     np.testing.assert_array_equal(ray.duplicate_of, local.duplicate_of)
     assert (workdir / "duplicates.parquet").read_bytes() == (

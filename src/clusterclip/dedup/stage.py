@@ -2,7 +2,11 @@
 
 Reads everything through :class:`clusterclip.io.WorkDir`: the cluster labels,
 the embeddings (memory-mapped, gathered one cluster at a time) and, for exact
-copies, the corpus text (one streaming pass). Writes ``duplicates.parquet``
+copies, the corpus text. The per-document work runs as tasks on the engine
+(local or Ray): read tasks hash the texts (:mod:`clusterclip.dedup.hashes`),
+row tasks find each document's second-nearest cluster, and cluster tasks
+compare each cluster's documents (:mod:`clusterclip.dedup.compare`); the driver
+sends document indices and merges hashes, groups and border pairs. Writes ``duplicates.parquet``
 atomically (``index``, ``representative``, ``similarity``, ``exact``,
 ``min_similarity``) and the ``dedup`` manifest entry; the runner
 (:mod:`clusterclip.runner`) skips it when its options (the grouping method
@@ -24,10 +28,10 @@ from clusterclip.dedup.compare import CompareWorker, NeighbourWorker, compare_ta
 from clusterclip.dedup.detect import (
     DuplicateGroups,
     find_groups,
-    hash_texts,
     neighbour_step,
     shown_cosine,
 )
+from clusterclip.dedup.hashes import hash_corpus
 from clusterclip.dedup.options import DedupOptions
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, versions
@@ -152,9 +156,11 @@ class DedupStage:
         embeddings = work.embeddings()
         hashes, exact_note = None, "off"
         if options.exact and work.corpus_rereadable():
-            records = work.corpus()  # checked now: a changed file is refused before any work
+            # the files are checked first: a changed one is refused before any work
             with progress_bar(total=len(labels), desc="dedup: hash texts", unit="doc") as bar:
-                hashes = hash_texts(_texts(records, bar), len(labels))
+                hashes = hash_corpus(
+                    work, engine=self.engine, options=self.ray_options, progress=bar.update
+                )
             exact_note = "on"
         elif options.exact:
             exact_note = "skipped: the corpus was an in-memory dataset, its texts cannot be re-read"
@@ -228,12 +234,6 @@ class DedupStage:
         )
         for _, answers in found:
             yield from answers
-
-
-def _texts(records: Any, bar: Any) -> Any:
-    for record in records:
-        bar.update(1)
-        yield record.text if record.status == "ok" else None
 
 
 def _write(work: WorkDir, groups: DuplicateGroups) -> dict[str, str]:
