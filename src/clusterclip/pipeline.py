@@ -180,7 +180,8 @@ def run(
             ClusterStage(engine=config.engine, engine_options=engine_options, progress=progress),
             "cluster",
         ),
-        (DedupStage(), "dedup"),  # in the plan when the schedule's inputs name its groups
+        # in the plan when the schedule's inputs name its groups
+        (DedupStage(engine=config.engine, engine_options=engine_options), "dedup"),
         (ScheduleStage(), "schedule"),
         (ReportStage(), "report"),
     ]

@@ -27,6 +27,10 @@ import pytest
 
 import clusterclip
 import clusterclip.cluster.assignment
+import clusterclip.dedup.compare
+import clusterclip.dedup.detect
+import clusterclip.dedup.hashes
+import clusterclip.dedup.stage
 import clusterclip.embed.job
 import clusterclip.io
 from clusterclip.cli import main
@@ -319,3 +323,56 @@ def test_a_local_run_interrupted_resumes_on_ray(
     result = _embed(corpus, workdir, engine="ray", engine_options=dict(RAY_OPTIONS))
     assert result.summary["shards_resumed"] == len(parts)
     assert_same_as_local(local_run, workdir)
+
+
+def _dedup(workdir: Path, **kwargs):
+    from clusterclip.dedup import dedup
+
+    return dedup(workdir, threshold=0.8, **kwargs)
+
+
+def test_dedup_on_ray_equals_local_with_a_worker_killed(
+    ray_run, local_clusters, tmp_path, monkeypatch
+):
+    """Hash, neighbour and cluster tasks on two actors, one killed: the local engine's groups."""
+    local_dir = tmp_path / "local"
+    shutil.copytree(local_clusters[0], local_dir)
+    local = _dedup(local_dir)
+    workdir = tmp_path / "ray"
+    shutil.copytree(local_clusters[0], workdir)
+    # many small tasks: one cluster each, and 512 rows per neighbour task (the driver's
+    # scoring block made 128 rows so that tasks may be cut that small)
+    monkeypatch.setattr(clusterclip.dedup.compare, "TASK_SCORES", 50_000)
+    monkeypatch.setattr(clusterclip.dedup.detect, "SCORE_BYTES", 4 * N_CLUSTERS * 128)
+    monkeypatch.setattr(clusterclip.dedup.stage, "NEIGHBOUR_TASK_ROWS", 512)
+    counted = []  # tasks per map (hashes, neighbours, then comparisons)
+    original = clusterclip.dedup.stage.map_shards
+
+    def counting(tasks, worker, **arguments):
+        counted.append(0)
+
+        def each():
+            for task in tasks:
+                counted[-1] += 1
+                yield task
+
+        return original(each(), worker, **arguments)
+
+    monkeypatch.setattr(clusterclip.dedup.stage, "map_shards", counting)
+    monkeypatch.setattr(clusterclip.dedup.hashes, "map_shards", counting)
+    monkeypatch.setattr(clusterclip.dedup.hashes, "HASH_TASK_DOCUMENTS", 1000)
+    marker = tmp_path / "killed"
+    _kill_a_worker(monkeypatch, clusterclip.dedup.stage, marker)
+    ray = _dedup(workdir, engine="ray", engine_options=RAY_OPTIONS)
+    assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
+    # 2,700 documents hashed in tasks of 1,000, their rows in tasks of 512; a cluster a task
+    assert counted == [3, 6, N_CLUSTERS]
+    assert local.summary["exact_copies"] > 0
+    assert local.summary["groups"] > 10 and local.summary["second_nearest"] == "exact"
+    np.testing.assert_array_equal(ray.duplicate_of, local.duplicate_of)
+    assert (workdir / "duplicates.parquet").read_bytes() == (
+        local_dir / "duplicates.parquet"
+    ).read_bytes()
+    assert {k: v for k, v in ray.summary.items() if k != "seconds"} == {
+        k: v for k, v in local.summary.items() if k != "seconds"
+    }

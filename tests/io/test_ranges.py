@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clusterclip.embed.plan import plan_reads
 from clusterclip.io.ranges import Piece, count_range, plan_ranges, read_pieces
 from clusterclip.io.readers import RecordStream, iter_records
+from clusterclip.io.readplan import plan_reads
 
 READ = {"text_field": None, "id_field": None, "strict": False}
 

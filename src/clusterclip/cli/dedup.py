@@ -23,11 +23,12 @@ EXAMPLE = """examples:
   clusterclip dedup --workdir work
   clusterclip dedup --workdir work --dedup-threshold 0.9 --overwrite --largest 20
   clusterclip dedup --workdir work --export groups.jsonl
+  clusterclip dedup --workdir work --engine ray --num-workers 8
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clusterclip.cli.flags import add_renamed, add_section
+    from clusterclip.cli.flags import add_engine_flags, add_renamed, add_section
     from clusterclip.options import parse_count
 
     parser.add_argument(
@@ -49,10 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write every group as one json line: representative, cluster, kind, duplicates",
     )
     add_section(parser, "dedup", "dedup")
+    add_engine_flags(parser, "the comparisons, cluster by cluster")
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.flags import section_values, typed_flag
+    from clusterclip.cli.flags import engine_from_args, section_values, typed_flag
     from clusterclip.dedup.options import DedupOptions
     from clusterclip.dedup.stage import DedupStage, group_rows
     from clusterclip.errors import ClusterClipError
@@ -69,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
     work = WorkDir(args.workdir)
     work.require("cluster")
     options = DedupOptions(**section_values(args, "dedup"))
-    plan = plan_stages([(DedupStage(), options)], ["dedup"])
+    engine, engine_options = engine_from_args(args)
+    stage = DedupStage(engine=engine, engine_options=engine_options)
+    plan = plan_stages([(stage, options)], ["dedup"])
     outcome = plan.run(work, on_change="refuse", force=args.overwrite, log=print)["dedup"]
     rows = group_rows(work)
     shown = rows[: args.largest]

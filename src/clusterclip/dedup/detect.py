@@ -45,11 +45,13 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from clusterclip.dedup.compare import ClusterFound, ClusterWork, cluster_works, compare_cluster
 
 if TYPE_CHECKING:
     from clusterclip.tree import Tree
@@ -60,6 +62,7 @@ __all__ = [
     "find_groups",
     "hash_texts",
     "near_pairs",
+    "neighbour_step",
     "normalise_text",
     "second_nearest",
 ]
@@ -258,6 +261,7 @@ def find_groups(
     hashes: np.ndarray | None = None,
     neighbours: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
+    compare: Callable[[Iterator[ClusterWork]], Iterable[ClusterFound]] | None = None,
 ) -> DuplicateGroups:
     """Near-duplicate groups of the documents with a non-negative label: no chains.
 
@@ -281,6 +285,11 @@ def find_groups(
         merge when all their members are near copies of each other.
     progress : callable, optional
         Called with the documents of each cluster once it is done.
+    compare : callable, optional
+        Answers the clusters' :class:`~clusterclip.dedup.compare.ClusterWork`
+        (an iterator) with their :class:`~clusterclip.dedup.compare.ClusterFound`,
+        in order, e.g. on an engine (:class:`~clusterclip.dedup.compare.CompareWorker`);
+        by default :func:`~clusterclip.dedup.compare.compare_cluster` in this process.
 
     Returns
     -------
@@ -318,58 +327,30 @@ def find_groups(
     lowest = np.ones(n, dtype=np.float32)  # a group's min_similarity, at its representative
     order = np.argsort(np.where(texts, labels, -1), kind="stable")
     order = order[np.count_nonzero(~texts) :]
-    cuts = np.flatnonzero(np.diff(labels[order])) + 1
-    for members in np.split(order, cuts) if order.size else []:
-        if members.size > 1:
-            matrix = np.asarray(rows_of(members), dtype=np.float32)
-            local, low = _cliques(matrix, threshold, block_size)
-            representative[members] = members[local]
-            lowest[members] = low
+    clusters = np.split(order, np.flatnonzero(np.diff(labels[order])) + 1) if order.size else []
+    works = cluster_works(clusters, labels, texts, neighbours)
+    if compare is None:
+        found_all = (
+            compare_cluster(rows_of, work, threshold=threshold, block_size=block_size)
+            for work in works
+        )
+    else:
+        found_all = compare(works)
+    pairs = []
+    for members, found in zip(clusters, found_all, strict=True):
+        if found.group is not None:
+            representative[members] = members[found.group]
+            lowest[members] = found.low
+        if found.pair_a.size:
+            pairs.append((found.pair_a, found.pair_b))
         if progress is not None:
             progress(int(members.size))
     if progress is not None and np.count_nonzero(usable & ~texts):
         progress(int(np.count_nonzero(usable & ~texts)))  # copies: they follow their text
     if neighbours is not None:
-        found = _border_pairs(
-            rows_of, labels, texts, order, cuts, neighbours, threshold, block_size
-        )
-        _merge_across_borders(rows_of, found, representative, lowest, texts, threshold)
+        _merge_across_borders(rows_of, pairs, representative, lowest, texts, threshold)
     representative = representative[first]
     return _describe(representative, lowest[representative], rows_of, hashes)
-
-
-def _cliques(
-    matrix: np.ndarray, threshold: float, block_size: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy complete linkage of one cluster's rows, in row order.
-
-    Row ``j`` joins the group of the lowest representative all of whose
-    members it has a score >= ``threshold`` with, else starts its own. Returns
-    each row's group (its representative's row) and each group's lowest score
-    between two members (at the representative's row; 1 for a single row).
-    """
-    n = matrix.shape[0]
-    group = np.arange(n, dtype=np.int64)
-    size = np.ones(n, dtype=np.int64)
-    low = np.ones(n, dtype=np.float32)
-    members: dict[int, list[int]] = {}
-    for start in range(0, n, block_size):
-        stop = min(n, start + block_size)
-        scores = matrix[start:stop] @ matrix[:stop].T  # each row against the rows up to it
-        hit = scores >= threshold
-        hit[:, start:stop] &= np.tri(stop - start, k=-1, dtype=bool)  # earlier rows only
-        for row in np.flatnonzero(hit.any(axis=1)).tolist():
-            linked, counts = np.unique(group[np.flatnonzero(hit[row])], return_counts=True)
-            whole = linked[counts == size[linked]]  # groups this row is near to every member of
-            if not whole.size:
-                continue
-            head = int(whole[0])
-            these = members.setdefault(head, [head])
-            low[head] = min(low[head], float(scores[row, these].min()))
-            these.append(start + row)
-            group[start + row] = head
-            size[head] += 1
-    return group, low
 
 
 def _merge_across_borders(
@@ -431,6 +412,20 @@ def _merge_across_borders(
 SCORE_BYTES = 2**27
 
 
+def neighbour_step(n_centroids: int, *, hierarchical: bool, block_size: int = 65536) -> int:
+    """Rows :func:`second_nearest` scores at once: fewer with many flat centroids.
+
+    A range of rows that starts at a multiple of it is scored in the same
+    blocks whoever scores it, so tasks cut there give the same answers.
+
+    >>> neighbour_step(1024, hierarchical=False), neighbour_step(1024, hierarchical=True)
+    (32768, 65536)
+    """
+    if hierarchical:  # the descent scores a few nodes per row, the flat product every centroid
+        return int(block_size)
+    return max(1, min(int(block_size), SCORE_BYTES // (4 * max(n_centroids, 1))))
+
+
 def second_nearest(
     rows_of: Callable[[np.ndarray], np.ndarray],
     labels: np.ndarray,
@@ -460,9 +455,7 @@ def second_nearest(
     centroids = np.asarray(centroids, dtype=np.float32)
     if centroids.shape[0] < 2:
         return out
-    step = int(block_size)
-    if tree is None:  # the descent scores a few nodes per row, the flat product every centroid
-        step = max(1, min(step, SCORE_BYTES // (4 * centroids.shape[0])))
+    step = neighbour_step(centroids.shape[0], hierarchical=tree is not None, block_size=block_size)
     for start in range(0, labels.shape[0], step):
         rows = np.arange(start, min(labels.shape[0], start + step))
         own = labels[rows]
@@ -490,39 +483,6 @@ def _tree_second(unit: np.ndarray, own: np.ndarray, tree: Tree) -> np.ndarray:
     leaves, _ = tree.nearest(unit, beam=2)
     leaves = np.pad(leaves, ((0, 0), (0, 2 - leaves.shape[1])), constant_values=-1)
     return np.where(leaves[:, 0] != own, leaves[:, 0], leaves[:, 1])
-
-
-def _border_pairs(
-    rows_of: Callable[[np.ndarray], np.ndarray],
-    labels: np.ndarray,
-    compared: np.ndarray,
-    order: np.ndarray,
-    cuts: np.ndarray,
-    neighbours: np.ndarray,
-    threshold: float,
-    block_size: int,
-) -> Iterable[tuple[np.ndarray, np.ndarray]]:
-    """Near pairs (document, member of its second-nearest cluster), cluster by cluster.
-
-    Visitors of cluster ``k`` (``compared`` documents whose second-nearest
-    cluster is ``k``) are compared with ``k``'s members in ``order``,
-    ``block_size`` visitors at a time.
-    """
-    visitors = np.flatnonzero(compared & (neighbours >= 0))
-    visitors = visitors[np.argsort(neighbours[visitors], kind="stable")]
-    bounds = np.searchsorted(neighbours[visitors], np.arange(int(labels.max(initial=-1)) + 2))
-    for members in np.split(order, cuts) if order.size else []:
-        k = int(labels[members[0]])
-        guests = visitors[bounds[k] : bounds[k + 1]]
-        if not guests.size:
-            continue
-        matrix = np.asarray(rows_of(members), dtype=np.float32)
-        for start in range(0, guests.size, block_size):
-            block = guests[start : start + block_size]
-            scores = np.asarray(rows_of(block), dtype=np.float32) @ matrix.T
-            rows, cols = np.nonzero(scores >= threshold)
-            if rows.size:
-                yield block[rows], members[cols]
 
 
 def _describe(

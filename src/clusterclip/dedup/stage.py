@@ -2,7 +2,11 @@
 
 Reads everything through :class:`clusterclip.io.WorkDir`: the cluster labels,
 the embeddings (memory-mapped, gathered one cluster at a time) and, for exact
-copies, the corpus text (one streaming pass). Writes ``duplicates.parquet``
+copies, the corpus text. The per-document work runs as tasks on the engine
+(local or Ray): read tasks hash the texts (:mod:`clusterclip.dedup.hashes`),
+row tasks find each document's second-nearest cluster, and cluster tasks
+compare each cluster's documents (:mod:`clusterclip.dedup.compare`); the driver
+sends document indices and merges hashes, groups and border pairs. Writes ``duplicates.parquet``
 atomically (``index``, ``representative``, ``similarity``, ``exact``,
 ``min_similarity``) and the ``dedup`` manifest entry; the runner
 (:mod:`clusterclip.runner`) skips it when its options (the grouping method
@@ -14,24 +18,30 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from clusterclip.dedup.compare import CompareWorker, NeighbourWorker, compare_tasks
 from clusterclip.dedup.detect import (
     DuplicateGroups,
     find_groups,
-    hash_texts,
-    second_nearest,
+    neighbour_step,
     shown_cosine,
 )
+from clusterclip.dedup.hashes import hash_corpus
 from clusterclip.dedup.options import DedupOptions
+from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, versions
 from clusterclip.io.artifacts import DuplicatesArtifact
 from clusterclip.runner import StageOutput, run_stage
 
 __all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
+
+#: Rows of one second-nearest task (about; whole scoring blocks): a speed knob only.
+NEIGHBOUR_TASK_ROWS = 2**20
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ def dedup(
     exact: bool = DedupOptions.exact,
     block_size: int = DedupOptions.block_size,
     overwrite: bool = False,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> DedupResult:
     """Find the near-duplicate groups of a clustered work directory.
 
@@ -81,6 +93,12 @@ def dedup(
         float32 scores in memory.
     overwrite : bool
         Replace groups made with other settings (otherwise refuse).
+    engine : {"local", "ray"}
+        Where the comparisons run (:data:`clusterclip.engines.ENGINES`): tasks of
+        whole clusters and of rows for the second-nearest clusters; the groups
+        are the same on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -93,9 +111,8 @@ def dedup(
     (41, 97)
     """
     options = DedupOptions(threshold=threshold, exact=exact, block_size=block_size)
-    outcome = run_stage(
-        DedupStage(), WorkDir(workdir), options, on_change="refuse", force=overwrite
-    )
+    stage = DedupStage(engine=engine, engine_options=engine_options)
+    outcome = run_stage(stage, WorkDir(workdir), options, on_change="refuse", force=overwrite)
     return outcome.result
 
 
@@ -108,6 +125,12 @@ class DedupStage:
 
     name = "dedup"
     artifacts = ("duplicates",)
+
+    def __init__(
+        self, *, engine: str = "local", engine_options: Mapping[str, Any] | None = None
+    ) -> None:
+        self.engine = engine
+        self.ray_options = resolve_options(engine, engine_options)  # checked before any work
 
     def inputs(self, work: WorkDir, options: DedupOptions) -> dict[str, Any]:
         """The clusters, the embeddings and the document index (the corpus is checked on read)."""
@@ -133,28 +156,34 @@ class DedupStage:
         embeddings = work.embeddings()
         hashes, exact_note = None, "off"
         if options.exact and work.corpus_rereadable():
-            records = work.corpus()  # checked now: a changed file is refused before any work
+            # the files are checked first: a changed one is refused before any work
             with progress_bar(total=len(labels), desc="dedup: hash texts", unit="doc") as bar:
-                hashes = hash_texts(_texts(records, bar), len(labels))
+                hashes = hash_corpus(
+                    work, engine=self.engine, options=self.ray_options, progress=bar.update
+                )
             exact_note = "on"
         elif options.exact:
             exact_note = "skipped: the corpus was an in-memory dataset, its texts cannot be re-read"
         hashed = time.perf_counter()
         usable = int((labels >= 0).sum())
-        centroids = work.centroids()
+        n_centroids = work.n_clusters()
         neighbours, neighbour_note = None, "off: the centroids do not match the labels"
-        if centroids.shape[0] > int(labels.max(initial=-1)):  # centroids match the labels
+        if n_centroids > int(labels.max(initial=-1)):  # centroids match the labels
             tree = work.cluster_tree()
             with progress_bar(total=len(labels), desc="dedup: neighbours", unit="doc") as bar:
-                neighbours = second_nearest(
-                    embeddings.__getitem__, labels, centroids, tree=tree, progress=bar.update
+                neighbours = self._neighbours(
+                    work, labels, n_centroids, tree is not None, bar.update
                 )
             neighbour_note = "exact" if tree is None else "coarse to fine (beam 2)"
+        compare = partial(
+            self._compare, partial(CompareWorker, str(work.path), options.threshold,
+                                   options.block_size),
+        )  # fmt: skip
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
             groups = find_groups(
                 embeddings.__getitem__, labels, threshold=options.threshold,
                 block_size=options.block_size, hashes=hashes, neighbours=neighbours,
-                progress=bar.update,
+                progress=bar.update, compare=compare,
             )  # fmt: skip
         compared = time.perf_counter()
         outputs = _write(work, groups)
@@ -179,11 +208,32 @@ class DedupStage:
         result = DedupResult(work.path, groups.representative, summary)
         return StageOutput(outputs, summary, {"versions": versions("pyarrow")}, result)
 
+    def _neighbours(
+        self, work: WorkDir, labels: np.ndarray, n_centroids: int, hierarchical: bool,
+        progress: Any,
+    ) -> np.ndarray:  # fmt: skip
+        """Every document's second-nearest cluster, in tasks of whole scoring blocks."""
+        n = labels.shape[0]
+        step = neighbour_step(n_centroids, hierarchical=hierarchical)
+        rows = step * max(1, NEIGHBOUR_TASK_ROWS // step)
+        tasks = ((start, (start, labels[start : start + rows])) for start in range(0, n, rows))
+        out = np.empty(n, dtype=np.int64)
+        found = map_shards(
+            tasks, partial(NeighbourWorker, str(work.path)), engine=self.engine,
+            options=self.ray_options,
+        )  # fmt: skip
+        for start, part in found:
+            out[start : start + part.size] = part
+            progress(int(part.size))
+        return out
 
-def _texts(records: Any, bar: Any) -> Any:
-    for record in records:
-        bar.update(1)
-        yield record.text if record.status == "ok" else None
+    def _compare(self, worker: Any, works: Any) -> Any:
+        """The clusters' answers from :class:`CompareWorker` tasks on the engine, in order."""
+        found = map_shards(
+            compare_tasks(works), worker, engine=self.engine, options=self.ray_options
+        )
+        for _, answers in found:
+            yield from answers
 
 
 def _write(work: WorkDir, groups: DuplicateGroups) -> dict[str, str]:

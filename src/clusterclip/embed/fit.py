@@ -67,7 +67,7 @@ def no_usable_document(sources: list[str], stream: Any, rejects: Path | None = N
 
     ``stream`` has the counters of a :class:`~clusterclip.io.readers.RecordStream`
     (``counts``, ``examples``, ``blank_lines``), e.g. the stage's summed
-    :class:`~clusterclip.embed.plan.ReadStats`.
+    :class:`~clusterclip.io.readplan.ReadStats`.
     """
     shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
     if not stream.counts:

@@ -4,7 +4,7 @@ Shards are independent units of work. Shard ``s`` covers documents
 ``[s * shard_size, (s + 1) * shard_size)`` (by global index, ok or not), so
 the shard boundaries depend only on the inputs and ``shard_size``.
 
-- **plan** (driver, :mod:`clusterclip.embed.plan`): cut the corpus into read
+- **plan** (driver, :mod:`clusterclip.io.readplan`): cut the corpus into read
   ranges from file metadata, have the engine count the records of the jsonl
   ranges, and describe each shard as the range pieces that hold it. The driver
   reads no record. Shards already finished are only read again for the statistics.
@@ -38,7 +38,6 @@ from typing import Any
 from clusterclip.embed.encoders import EncoderSpec, get_encoder, spec_to_dict
 from clusterclip.embed.fit import TfidfFit, no_usable_document
 from clusterclip.embed.options import EmbedOptions
-from clusterclip.embed.plan import ReadPlan, ReadStats, ShardTask, plan_reads
 from clusterclip.embed.static import ensure_static_model
 from clusterclip.embed.transformer import resolve_compute, resolve_runtime
 from clusterclip.embed.worker import ShardWorker
@@ -52,6 +51,7 @@ from clusterclip.io.readers import (
     hidden_files_skipped,
     is_hf_dataset,
 )
+from clusterclip.io.readplan import ReadPlan, ReadStats, ShardTask, plan_reads
 from clusterclip.io.shards import ShardedMatrix
 from clusterclip.progress import progress_bar, progress_enabled
 from clusterclip.runner import StageOutput, run_stage

@@ -10,19 +10,16 @@ writes one shard per call. :class:`EmbedWorker` embeds texts it is given
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from clusterclip.embed.encoders import EncoderSpec
 from clusterclip.embed.index import IndexRows
-from clusterclip.embed.plan import ReadStats, ShardTask
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.io.artifacts import EMBEDDING_DTYPE, DocumentsArtifact, EmbeddingsArtifact
-from clusterclip.io.ranges import read_pieces
-from clusterclip.io.readers import RawRecord, RecordStream
+from clusterclip.io.readplan import ReadStats, ShardTask, shard_records
 
 __all__ = ["EmbedWorker", "ShardWorker", "embed_shard"]
 
@@ -87,12 +84,12 @@ class ShardWorker:
     The factory the embed stage hands to :func:`clusterclip.engines.map_shards`
     (``functools.partial(ShardWorker, spec, workdir, read_options)``): each
     process builds the encoder once; each call takes a
-    :class:`~clusterclip.embed.plan.ShardTask` (file names and record
+    :class:`~clusterclip.io.readplan.ShardTask` (file names and record
     ranges, no text), reads its records, embeds the ``ok`` ones, and writes
     the shard's index fragment, then its embedding part, atomically and named
     by the shard, through the artifact handles. A retried task overwrites
     its own files with the same bytes. It returns only the shard's
-    :class:`~clusterclip.embed.plan.ReadStats` and its part's fingerprint: no
+    :class:`~clusterclip.io.readplan.ReadStats` and its part's fingerprint: no
     text and no embedding row travels back to the driver.
 
     Parameters
@@ -119,10 +116,7 @@ class ShardWorker:
         """Embed and write shard ``task.shard``; return its :class:`ReadStats` and the
         fingerprint of its part (hashed here, so the driver reads no embedding)."""
 
-        def raw(stream: RecordStream) -> Iterator[RawRecord]:
-            return read_pieces(stream, task.pieces, self.dataset)
-
-        stream = RecordStream(None, **self.read_options, start=task.first_index, raw=raw)
+        stream = shard_records(task, self.read_options, self.dataset)
         rows, texts, positions = IndexRows(), [], []
         for record in stream:
             if record.status == "ok":

@@ -1,6 +1,8 @@
-"""The embed stage's task plan: read ranges from metadata, counts from the engine, shard tasks.
+"""Read tasks over the corpus: ranges from metadata, counts from the engine, shard tasks.
 
-The driver never reads a record. It plans in three steps:
+Every stage that reads the corpus on the engine plans it here (the embed
+stage to embed it, the dedup stage to hash its texts); the driver never reads
+a record. It plans in three steps:
 
 1. **ranges** (:func:`clusterclip.io.ranges.plan_ranges`): the corpus cut into
    byte ranges, row groups and whole compressed files, from file metadata;
@@ -8,23 +10,23 @@ The driver never reads a record. It plans in three steps:
    counted by :class:`CountWorker` tasks on the engine; each reports
    ``(lines, records)``. Global document indices follow from these counts by
    prefix sums, in input order, so they are deterministic whatever ran the counts;
-3. **shards**: shard ``s`` is documents ``[s * shard_size, (s + 1) * shard_size)``,
-   as it always was; :meth:`ReadPlan.shards` describes each as the pieces of
-   ranges that hold those documents (a :class:`ShardTask`: a few integers
-   and file names). The task reads, embeds and writes the shard itself
-   (:class:`~clusterclip.embed.worker.ShardWorker`).
+3. **shards**: shard ``s`` is documents ``[s * shard_size, (s + 1) * shard_size)``;
+   :meth:`ReadPlan.shards` describes each as the pieces of ranges that hold
+   those documents (a :class:`ShardTask`: a few integers and file names). The
+   task reads its records itself (:func:`shard_records`), e.g.
+   :class:`~clusterclip.embed.worker.ShardWorker`, which embeds and writes them.
 
-Because shards are cut by global index exactly as before, the files a shard
-task writes (``.embed-state/index-NNNNN.parquet``, ``embeddings/part-NNNNN.npy``)
-are the ones the stage has always written, and a run interrupted by an earlier
-version resumes shard by shard.
+Because the embed stage's shards are cut by global index exactly as before, the
+files a shard task writes (``.embed-state/index-NNNNN.parquet``,
+``embeddings/part-NNNNN.npy``) are the ones the stage has always written, and a
+run interrupted by an earlier version resumes shard by shard.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from clusterclip.engines import RayOptions, map_shards
-from clusterclip.io.ranges import Piece, ReadRange, count_range, plan_ranges
+from clusterclip.io.ranges import Piece, ReadRange, count_range, plan_ranges, read_pieces
+from clusterclip.io.readers import RecordStream
 
-__all__ = ["CountWorker", "ReadPlan", "ReadStats", "ShardTask", "plan_reads"]
+__all__ = ["CountWorker", "ReadPlan", "ReadStats", "ShardTask", "plan_reads", "shard_records"]
 
 
 @dataclass(frozen=True)
@@ -203,3 +206,37 @@ def plan_reads(
     for number, (n_lines, n_records) in map_shards(unknown, worker, engine=engine, options=options):
         lines[number], records[number] = n_lines, n_records
     return ReadPlan(ranges, lines, records)
+
+
+def shard_records(
+    task: ShardTask, read_options: Mapping[str, Any], dataset: Any = None
+) -> RecordStream:
+    """The records of ``task``'s documents, judged as a stream over the whole corpus judges them.
+
+    Parameters
+    ----------
+    task : ShardTask
+        Documents ``task.first_index ..`` and the range pieces that hold them.
+    read_options : mapping
+        ``text_field``, ``id_field`` and ``strict`` of the reader.
+    dataset : datasets.Dataset, optional
+        The corpus when it is a Hugging Face dataset.
+
+    Returns
+    -------
+    RecordStream
+        Its records carry their global indices; its counts are the task's.
+
+    Examples
+    --------
+    >>> plan = plan_reads([Path("corpus.jsonl")])  # doctest: +SKIP
+    >>> task = next(plan.shards(1000))  # doctest: +SKIP
+    >>> [r.index for r in shard_records(task, {"text_field": None, "id_field": None,
+    ...                                         "strict": False})][:2]  # doctest: +SKIP
+    [0, 1]
+    """
+
+    def raw(stream: RecordStream) -> Iterator[Any]:
+        return read_pieces(stream, task.pieces, dataset)
+
+    return RecordStream(None, **read_options, start=task.first_index, raw=raw)
