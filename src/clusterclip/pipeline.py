@@ -183,7 +183,7 @@ def run(
         # in the plan when the schedule's inputs name its groups
         (DedupStage(engine=config.engine, engine_options=engine_options), "dedup"),
         (ScheduleStage(), "schedule"),
-        (ReportStage(), "report"),
+        (ReportStage(engine=config.engine, engine_options=engine_options), "report"),
     ]
     plan = plan_stages(
         [(stage, config.stage_options(section)) for stage, section in offered],

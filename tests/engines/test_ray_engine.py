@@ -376,3 +376,17 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
     assert {k: v for k, v in ray.summary.items() if k != "seconds"} == {
         k: v for k, v in local.summary.items() if k != "seconds"
     }
+
+
+def test_cluster_keywords_on_ray_equal_local(local_clusters, monkeypatch):
+    """Keyword counts and example texts from read tasks on Ray: the local engine's, exactly."""
+    import clusterclip.describe.reading
+    from clusterclip.describe import inspect_clusters
+
+    workdir = local_clusters[0]
+    options = {"n_keywords": 8, "n_examples": 2, "max_documents": 100}
+    local = inspect_clusters(workdir, **options)
+    monkeypatch.setattr(clusterclip.describe.reading, "KEYWORD_TASK_DOCUMENTS", 500)
+    ray = inspect_clusters(workdir, **options, engine="ray", engine_options=RAY_OPTIONS)
+    assert ray == local
+    assert all(len(entry["keywords"]) == 8 and len(entry["examples"]) == 2 for entry in local)

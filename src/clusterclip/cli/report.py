@@ -26,9 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the report (default: the work directory)",
     )
-    from clusterclip.cli.flags import add_section
+    from clusterclip.cli.flags import add_engine_flags, add_section
 
     add_section(parser, "report", "report", exclude=("enabled",))
+    add_engine_flags(parser, "reading the corpus for the keywords")
 
 
 def print_report_summary(path: Path, *, findings: bool = True) -> None:
@@ -73,7 +74,7 @@ def print_report_summary(path: Path, *, findings: bool = True) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.flags import section_values
+    from clusterclip.cli.flags import engine_from_args, section_values
     from clusterclip.errors import ClusterClipError
     from clusterclip.plan import plan_stages
     from clusterclip.report import ReportOptions, report_target, write_report
@@ -82,13 +83,16 @@ def run(args: argparse.Namespace) -> int:
     if args.out_dir is not None and Path(args.out_dir).is_file():
         raise ClusterClipError(f"--out-dir {args.out_dir} is a file; pass a folder.")
     options = ReportOptions(**section_values(args, "report"))
+    engine, engine_options = engine_from_args(args)
     work, elsewhere = report_target(args.workdir, args.out_dir)
     if elsewhere is not None:  # a copy in another folder: no stage to run, nothing recorded
         path = write_report(
-            work, elsewhere, n_slices=options.n_slices, n_keywords=options.n_keywords
-        )
+            work, elsewhere, n_slices=options.n_slices, n_keywords=options.n_keywords,
+            engine=engine, engine_options=engine_options,
+        )  # fmt: skip
     else:
-        plan = plan_stages([(ReportStage(), options)], ["report"])
+        stage = ReportStage(engine=engine, engine_options=engine_options)
+        plan = plan_stages([(stage, options)], ["report"])
         path = plan.run(work)["report"].result
     print_report_summary(path)
     return 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from clusterclip.describe.keywords import KeywordCounter
+from clusterclip.describe.reading import read_clusters
+from clusterclip.engines import resolve_options
 from clusterclip.errors import hint, invalid
 from clusterclip.io import WorkDir
 
@@ -44,6 +46,8 @@ def inspect_clusters(
     n_keywords: int = 10,
     n_examples: int = 3,
     max_documents: int | None = None,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Describe clusters of a clustered work directory, reading the corpus once.
 
@@ -65,6 +69,12 @@ def inspect_clusters(
         spread over the whole corpus). None (default): every document. At
         millions of documents the word counting, not the reading, is most of
         the time.
+    engine : {"local", "ray"}
+        Where the corpus is read and the words counted: read tasks cut as the
+        embed stage cuts the corpus (:mod:`clusterclip.describe.reading`); the
+        result is the same on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -111,25 +121,18 @@ def inspect_clusters(
     examples: dict[int, list[dict[str, Any] | None]] = {
         c: [None] * len(nearest.get(c, [])) for c in wanted
     }
-    counter = KeywordCounter(wanted)  # every cluster counts (keywords are relative), few are kept
     counted = None if max_documents is None else _spread_sample(labels, sizes, max_documents)
+    counter = KeywordCounter(wanted)  # every cluster counts (keywords are relative), few are kept
     if n_keywords or example_rank:
-        for record in work.corpus():
-            if record.index >= len(labels):
-                break
-            label = int(labels[record.index])
-            if label < 0 or record.text is None:
-                continue
-            if n_keywords and (counted is None or counted[record.index]):
-                counter.add(label, record.text)
-            if record.index in example_rank:
-                cluster, rank = example_rank[record.index]
-                examples[cluster][rank] = {
-                    "index": int(record.index),
-                    "id": record.id,
-                    "score": float(scores[record.index]),
-                    "text": record.text,
-                }
+        counter, texts = read_clusters(
+            work, labels, kept=frozenset(wanted), counted=counted, examples=set(example_rank),
+            count=bool(n_keywords), engine=engine, options=resolve_options(engine, engine_options),
+        )  # fmt: skip
+        for index, (doc_id, text) in sorted(texts.items()):
+            cluster, rank = example_rank[index]
+            examples[cluster][rank] = {
+                "index": index, "id": doc_id, "score": float(scores[index]), "text": text,
+            }  # fmt: skip
     keywords = counter.top_all(n_keywords, wanted) if n_keywords else {}
     report = []
     for cluster in wanted:

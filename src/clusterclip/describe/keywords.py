@@ -211,6 +211,23 @@ class KeywordCounter:
         if self.kept is None or cluster in self.kept:
             self.counts.setdefault(cluster, Counter()).update(words)
 
+    def merge(self, other: KeywordCounter) -> None:
+        """Add the counts of ``other`` (another part of the corpus, same ``clusters``).
+
+        Counts are integers, so merging parts in any order gives the counts of
+        one pass over all of them.
+
+        >>> a, b = KeywordCounter(), KeywordCounter()
+        >>> a.add(0, "shares fell"); b.add(0, "shares rose"); b.add(1, "the match")
+        >>> a.merge(b)
+        >>> a.counts[0]["shares"], sorted(a.seen)
+        (2, [0, 1])
+        """
+        self.totals.update(other.totals)
+        self.seen.update(other.seen)
+        for cluster, counts in other.counts.items():
+            self.counts.setdefault(cluster, Counter()).update(counts)
+
     def top_all(
         self, n: int, clusters: Iterable[int] | None = None
     ) -> dict[int, list[tuple[str, float]]]:

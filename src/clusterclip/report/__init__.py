@@ -13,7 +13,9 @@ present) and writes
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from clusterclip.io import WorkDir
 from clusterclip.report.options import ReportOptions
@@ -27,6 +29,8 @@ def build_report(
     out_dir: str | os.PathLike[str] | None = None,
     n_slices: int = ReportOptions.n_slices,
     n_keywords: int = ReportOptions.n_keywords,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``report.html``, ``report.json`` and the PNG figures for a work directory.
 
@@ -42,6 +46,11 @@ def build_report(
         Slices of training for the sampling-dynamics figure (default 50).
     n_keywords : int
         Keywords per cluster in the table (needs the cluster stage).
+    engine : {"local", "ray"}
+        Where the corpus is read for the keywords and examples (read tasks; the
+        report is the same on every engine).
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -60,8 +69,12 @@ def build_report(
     options = ReportOptions(n_slices=n_slices, n_keywords=n_keywords)
     work, elsewhere = report_target(workdir, out_dir)
     if elsewhere is None:
-        return run_stage(ReportStage(), work, options).result
-    return write_report(work, elsewhere, n_slices=options.n_slices, n_keywords=options.n_keywords)
+        stage = ReportStage(engine=engine, engine_options=engine_options)
+        return run_stage(stage, work, options).result
+    return write_report(
+        work, elsewhere, n_slices=options.n_slices, n_keywords=options.n_keywords,
+        engine=engine, engine_options=engine_options,
+    )  # fmt: skip
 
 
 def report_target(
@@ -86,15 +99,29 @@ def report_target(
     return work, None if out.resolve() == work.path.resolve() else out
 
 
-def write_report(work: WorkDir, out: Path, *, n_slices: int, n_keywords: int) -> Path:
-    """Render the report of ``work`` into ``out`` (the work directory or another folder)."""
+def write_report(
+    work: WorkDir,
+    out: Path,
+    *,
+    n_slices: int,
+    n_keywords: int,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
+) -> Path:
+    """Render the report of ``work`` into ``out`` (the work directory or another folder).
+
+    ``engine`` and ``engine_options`` say where the corpus is read for the keywords.
+    """
     from clusterclip.io.artifacts import ReportArtifact
     from clusterclip.report.data import compute_report_data
     from clusterclip.report.figures import FIGURES, alt_texts, write_figures
     from clusterclip.report.html import render_html
 
     out.mkdir(parents=True, exist_ok=True)
-    data = compute_report_data(work.path, n_slices=n_slices, n_keywords=n_keywords)
+    data = compute_report_data(
+        work.path, n_slices=n_slices, n_keywords=n_keywords, engine=engine,
+        engine_options=engine_options,
+    )  # fmt: skip
     figures = write_figures(data, out)
     captions = {name: caption for name, (_draw, caption) in FIGURES.items()}
     alts = alt_texts(data)

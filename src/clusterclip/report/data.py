@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +109,8 @@ def compute_report_data(
     n_slices: int = 50,
     n_keywords: int = 8,
     n_examples: int = 1,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Compute every number shown in the report.
 
@@ -122,6 +125,8 @@ def compute_report_data(
         Number of equal slices of the schedule for the sampling-dynamics curve.
     n_keywords, n_examples : int
         Passed to :func:`clusterclip.describe.inspect_clusters` for the table.
+    engine, engine_options
+        Where that reads the corpus (local or Ray read tasks; the same numbers).
 
     Returns
     -------
@@ -145,8 +150,9 @@ def compute_report_data(
     docs = _documents_info(work, inputs.n)
     tokens_drawn = _tokens_drawn(docs["n_tokens"], draws.seen_per_doc)
     inspected, keywords_missing = describe_largest(
-        work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples
-    )
+        work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples, engine=engine,
+        engine_options=engine_options,
+    )  # fmt: skip
     shares = _shares(inputs, rarest, draws.per_cluster)
     by_size = np.argsort(-inputs.sizes, kind="stable")
     clip_events = _clip_events(clip_positions)

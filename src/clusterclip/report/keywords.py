@@ -8,6 +8,7 @@ memory, and turns a corpus that cannot be re-read into a reason the report shows
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -46,14 +47,22 @@ def keyword_plan(sizes: np.ndarray) -> tuple[list[int], int]:
 
 
 def describe_largest(
-    work: WorkDir, sizes: np.ndarray, *, n_keywords: int, n_examples: int
+    work: WorkDir,
+    sizes: np.ndarray,
+    *,
+    n_keywords: int,
+    n_examples: int,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> tuple[dict[int, dict[str, Any]], str | None]:
     """Keywords and examples of the largest clusters, and why there are none (None: there are).
 
     The clusters are :func:`keyword_plan`'s. A corpus that cannot be re-read (moved,
     changed, an in-memory dataset) gives ``({}, reason)``: the report still has every
     number, minus words, and says why (``notices.keywords_dropped`` in ``report.json``,
-    the notices table of ``report.html`` and a warning line).
+    the notices table of ``report.html`` and a warning line). ``engine`` and
+    ``engine_options`` say where the corpus is read (see
+    :func:`~clusterclip.describe.inspect_clusters`).
 
     >>> found, reason = describe_largest(WorkDir("work"), sizes, n_keywords=8, n_examples=1)  # doctest: +SKIP
     >>> found[0]["keywords"][:3], reason  # doctest: +SKIP
@@ -69,6 +78,8 @@ def describe_largest(
             n_keywords=n_keywords,
             n_examples=n_examples,
             max_documents=per_cluster,
+            engine=engine,
+            engine_options=engine_options,
         )
     except (ClusterClipError, OSError) as error:
         return {}, str(error)

@@ -27,6 +27,14 @@ class ReportStage:
     name = "report"
     artifacts = ("report_html", "report_json")
 
+    def __init__(
+        self, *, engine: str = "local", engine_options: Mapping[str, Any] | None = None
+    ) -> None:
+        from clusterclip.engines import resolve_options
+
+        resolve_options(engine, engine_options)  # checked before any work
+        self.engine, self.engine_options = engine, engine_options
+
     def inputs(self, work: WorkDir, options: ReportOptions) -> dict[str, Any]:
         """Fingerprints of the labels, the schedule, its sidecar and the document index."""
         work.require("schedule")
@@ -42,8 +50,9 @@ class ReportStage:
         from clusterclip.report import write_report
 
         path = write_report(
-            work, work.path, n_slices=options.n_slices, n_keywords=options.n_keywords
-        )
+            work, work.path, n_slices=options.n_slices, n_keywords=options.n_keywords,
+            engine=self.engine, engine_options=self.engine_options,
+        )  # fmt: skip
         outputs = {
             "report_html": work.fingerprint("report_html"),
             "report_json": work.fingerprint("report_json"),

@@ -1,0 +1,153 @@
+"""Keyword counts and example texts from read tasks on the engine, merged on the driver.
+
+:func:`clusterclip.describe.inspect_clusters` counts the words of every
+cluster and keeps the texts of a few documents per cluster, in one pass over
+the corpus. Here that pass is cut into read tasks exactly as the embed stage
+cuts the corpus (:mod:`clusterclip.io.readplan`): each task
+(:class:`KeywordWorker`) reads and judges its own documents, counts their words
+into a partial :class:`~clusterclip.describe.keywords.KeywordCounter` and keeps
+the texts of the examples that fall in its range. The driver sends the labels
+of the task's documents and receives word counts and a few texts, never the
+corpus; word counts are integers, so the merged counts, and the keywords, are
+the same on every engine and for any cut into tasks.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from clusterclip.describe.keywords import KeywordCounter
+from clusterclip.engines import RayOptions, map_shards
+from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir
+from clusterclip.io.readplan import ShardTask, plan_reads, shard_records
+
+__all__ = ["KEYWORD_TASK_DOCUMENTS", "KeywordTask", "KeywordWorker", "read_clusters"]
+
+#: Documents one keyword task reads (a speed knob only: the counts do not depend on it).
+KEYWORD_TASK_DOCUMENTS = 2**16
+
+
+@dataclass(frozen=True)
+class KeywordTask:
+    """One read task: its documents, their labels, which count and which are examples.
+
+    ``labels[i]`` is document ``shard.first_index + i``'s cluster (-1: not
+    counted); ``counted`` (bool, or None for every one) marks the documents
+    whose words count; ``examples`` lists the global indices whose texts are
+    wanted.
+    """
+
+    shard: ShardTask
+    labels: np.ndarray
+    counted: np.ndarray | None
+    examples: tuple[int, ...]
+
+
+class KeywordWorker:
+    """Count the words and keep the example texts of a :class:`KeywordTask` (a task's worker).
+
+    Pass ``functools.partial(KeywordWorker, read_options, kept, count)`` to
+    :func:`clusterclip.engines.map_shards`: ``kept`` is the clusters whose own
+    counts are kept (None: all), ``count`` whether words are counted at all.
+    Returns ``(counter, examples)``: a :class:`KeywordCounter` of the task's
+    documents and ``{index: (id, text)}`` of its examples.
+    """
+
+    def __init__(
+        self, read_options: Mapping[str, Any], kept: frozenset[int] | None, count: bool
+    ) -> None:
+        self.read_options = dict(read_options)
+        self.kept = kept
+        self.count = count
+
+    def __call__(self, task: KeywordTask) -> tuple[KeywordCounter, dict[int, tuple[Any, str]]]:
+        counter = KeywordCounter(self.kept)
+        examples: dict[int, tuple[Any, str]] = {}
+        wanted = set(task.examples)
+        first = task.shard.first_index
+        read = 0
+        for record in shard_records(task.shard, self.read_options):
+            read += 1
+            label = int(task.labels[record.index - first])
+            if label < 0 or record.text is None:
+                continue
+            if self.count and (task.counted is None or task.counted[record.index - first]):
+                counter.add(label, record.text)
+            if record.index in wanted:
+                examples[int(record.index)] = (record.id, record.text)
+        if read != task.shard.rows:
+            raise ClusterClipError(
+                f"keyword task at document {first:,}: read {read:,} records where the plan "
+                f"counted {task.shard.rows:,}; did a corpus file change during the run? "
+                "Rerun the command."
+            )
+        return counter, examples
+
+
+def read_clusters(
+    work: WorkDir,
+    labels: np.ndarray,
+    *,
+    kept: frozenset[int] | None,
+    counted: np.ndarray | None,
+    examples: set[int],
+    count: bool,
+    engine: str = "local",
+    options: RayOptions | None = None,
+) -> tuple[KeywordCounter, dict[int, tuple[Any, str]]]:
+    """Word counts of the checked corpus and the texts of ``examples``, from read tasks.
+
+    Parameters
+    ----------
+    work : WorkDir
+        Its corpus files are checked unchanged first; a corpus that now holds
+        another number of records than were embedded is refused.
+    labels : ndarray of int, shape (N,)
+        Cluster of every document (-1: not counted).
+    kept, counted, count
+        See :class:`KeywordWorker` and :class:`KeywordTask`.
+    examples : set of int
+        Global indices whose ``(id, text)`` are returned.
+    engine, options
+        Where the tasks run (:func:`clusterclip.engines.map_shards`).
+
+    Returns
+    -------
+    (KeywordCounter, dict)
+        The counts of every task merged, and ``{index: (id, text)}``.
+    """
+    paths = work.corpus_files()
+    config = work.require("embed").get("config", {})
+    plan = plan_reads(paths, engine=engine, options=options)
+    if plan.n_records != len(labels):
+        raise ClusterClipError(
+            f"the corpus of {work.path} yields {plan.n_records:,} records but "
+            f"{len(labels):,} were embedded. Restore the corpus files or re-embed them."
+        )
+    read_options = {
+        "text_field": config.get("text_field"), "id_field": config.get("id_field"),
+        "strict": False,
+    }  # fmt: skip
+    ordered = np.array(sorted(examples), dtype=np.int64)
+
+    def tasks() -> Any:
+        for shard in plan.shards(KEYWORD_TASK_DOCUMENTS):
+            low, high = shard.first_index, shard.first_index + shard.rows
+            inside = ordered[np.searchsorted(ordered, low) : np.searchsorted(ordered, high)]
+            part = None if counted is None else counted[low:high]
+            task = KeywordTask(shard, labels[low:high], part, tuple(inside.tolist()))
+            yield shard.first_index, task
+
+    worker = functools.partial(KeywordWorker, read_options, kept, count)
+    merged = KeywordCounter(kept)
+    texts: dict[int, tuple[Any, str]] = {}
+    for _, (counter, found) in map_shards(tasks(), worker, engine=engine, options=options):
+        merged.merge(counter)
+        texts.update(found)
+    return merged, texts
