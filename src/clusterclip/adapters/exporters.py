@@ -42,6 +42,7 @@ __all__ = [
     "ShardOptions",
     "TokenOptions",
     "TopologyOptions",
+    "formats_on",
     "formats_using",
 ]
 
@@ -132,18 +133,34 @@ class Exporter(Protocol):
     name: ClassVar[str]
     help: ClassVar[str]
     options: ClassVar[type]
+    #: Engines the layout's per-document work runs on (``"ray"``: read tasks on Ray).
+    engines: ClassVar[tuple[str, ...]]
 
     def check(self, out: PathLike, options: Any) -> None:
         """Refuse, before any work, an output or settings this layout cannot write."""
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
-        """Write the layout into ``out``; what was written."""
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        """Write the layout into ``out`` (its per-document work on ``engine``); what was written."""
 
 
 class _IntoFolder:
     """Shared by the layouts that write a new or empty folder."""
 
     options: ClassVar[type] = NoOptions
+    engines: ClassVar[tuple[str, ...]] = ("local",)
+    name: ClassVar[str]
+
+    def _refuse_engine(self, engine: str) -> None:
+        """Refuse an engine this layout does not run on (it would be ignored silently)."""
+        if engine not in self.engines:
+            supported = ", ".join(formats_on(engine)) or "none yet"
+            raise ClusterClipError(
+                f"--format {self.name} runs on the local engine only; --engine {engine} "
+                f"applies to: {supported}. Drop --engine {engine}."
+            )
 
     def check(self, out: PathLike, options: Any) -> None:
         from clusterclip.adapters.output import check_export_folder
@@ -156,7 +173,11 @@ class OrderedJsonl(_IntoFolder):
     help = "the documents in schedule order, sharded (original records)"
     options = ShardOptions
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.export import export_ordered_jsonl
 
         shards = export_ordered_jsonl(work.path, out, shard_size=options.shard_size)
@@ -167,6 +188,7 @@ class FlatTokens(_IntoFolder):
     name = "flat-tokens"
     help = "one token array in schedule order (nanoGPT / OLMo style) + offsets"
     options = TokenOptions
+    engines = ("local", "ray")
     writes = "a token array"
 
     def check(self, out: PathLike, options: Any) -> None:
@@ -181,12 +203,17 @@ class FlatTokens(_IntoFolder):
     def _before(self) -> str:
         return ""
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.flat import export_flat_tokens
 
-        return ExportSummary(
-            self.name, os.fspath(out), export_flat_tokens(work.path, out, **_tokens(options))
+        details = export_flat_tokens(
+            work.path, out, **_tokens(options), engine=engine, engine_options=engine_options
         )
+        return ExportSummary(self.name, os.fspath(out), details)
 
 
 class Megatron(FlatTokens):
@@ -200,12 +227,17 @@ class Megatron(FlatTokens):
     def _before(self) -> str:
         return " The document-index .npy it wrote before is now --format sample-index."
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.megatron import export_megatron
 
-        return ExportSummary(
-            self.name, os.fspath(out), export_megatron(work.path, out, **_tokens(options))
+        details = export_megatron(
+            work.path, out, **_tokens(options), engine=engine, engine_options=engine_options
         )
+        return ExportSummary(self.name, os.fspath(out), details)
 
 
 def _tokens(options: TokenOptions) -> dict[str, Any]:
@@ -227,7 +259,11 @@ class SampleIndex(_IntoFolder):
         if not os.fspath(out).endswith(".npy"):  # a .npy file name, or a folder
             super().check(out, options)
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.export import export_sample_index
 
         path = export_sample_index(work.path, out)
@@ -238,7 +274,11 @@ class Mds(_IntoFolder):
     name = "mds"
     help = "a MosaicML streaming dataset in schedule order"
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.mds import export_mds
 
         return ExportSummary(self.name, os.fspath(out), export_mds(work.path, out))
@@ -252,7 +292,11 @@ class LitData(_IntoFolder):
     )
     options = TopologyOptions
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.litdata_export import export_litdata
 
         details = export_litdata(
@@ -267,7 +311,11 @@ class ClusterFolders(_IntoFolder):
     help = "the ClusterClip authors' layout: cluster_<k>/data_<j>.jsonl"
     options = ShardOptions
 
-    def export(self, work: WorkDir, out: PathLike, options: Any) -> ExportSummary:
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        self._refuse_engine(engine)
         from clusterclip.adapters.folders import export_cluster_folders
 
         details = export_cluster_folders(work.path, out, shard_size=options.shard_size)
@@ -287,6 +335,15 @@ EXPORTERS: dict[str, Exporter] = {
         ClusterFolders(),
     )  # fmt: skip
 }
+
+
+def formats_on(engine: str) -> list[str]:
+    """The ``--format`` names whose per-document work runs on ``engine``, sorted.
+
+    >>> formats_on("ray")
+    ['flat-tokens', 'megatron']
+    """
+    return sorted(name for name, exporter in EXPORTERS.items() if engine in exporter.engines)
 
 
 def formats_using(options: type) -> list[str]:

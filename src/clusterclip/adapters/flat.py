@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,8 @@ def export_flat_tokens(
     tokenizer: str | os.PathLike[str],
     eos_token: str | None = None,
     append_eos: bool = True,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the schedule's documents as one flat, memory-mappable token array.
 
@@ -85,6 +87,12 @@ def export_flat_tokens(
         Token appended after every document (default: the tokenizer's own).
     append_eos : bool
         False: no separator token (``offsets.npy`` still marks the documents).
+    engine : {"local", "ray"}
+        Where the documents are read and tokenised (read tasks, each writing its
+        own part; :func:`clusterclip.adapters.tokens.tokenize_scheduled`). The
+        files are the same on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -104,7 +112,8 @@ def export_flat_tokens(
     schedule = work.schedule()
     indices = schedule.indices
     with export_folder(out) as folder:
-        spans, total = _write_tokens(work, loaded, indices, folder, dtype)
+        tasks = {"engine": engine, "engine_options": engine_options}
+        spans, total = _write_tokens(work, loaded, indices, folder, dtype, tasks)
         summary = {
             "n_positions": int(indices.shape[0]),
             "n_tokens": total,
@@ -134,12 +143,13 @@ def export_flat_tokens(
 
 
 def _write_tokens(
-    work: WorkDir, loaded: Any, indices: np.ndarray, out: Path, dtype: np.dtype
-) -> tuple[np.ndarray, int]:
+    work: WorkDir, loaded: Any, indices: np.ndarray, out: Path, dtype: np.dtype,
+    tasks: Mapping[str, Any],
+) -> tuple[np.ndarray, int]:  # fmt: skip
     """Tokenize the scheduled documents into a cache, then write the three arrays into ``out``."""
     cache = out / _CACHE
     try:
-        spans = tokenize_scheduled(work, loaded, cache, dtype=dtype)
+        spans = tokenize_scheduled(work, loaded, cache, dtype=dtype, **tasks)
         total = sum(int((spans[b, 1] - spans[b, 0]).sum()) for b in iter_schedule_blocks(indices))
         cached = _memmap(cache, dtype)
         n_positions = int(indices.shape[0])

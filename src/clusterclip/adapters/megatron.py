@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,8 @@ def export_megatron(
     tokenizer: str | os.PathLike[str],
     eos_token: str | None = None,
     append_eos: bool = True,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the schedule as a Megatron-Core indexed dataset (``.bin`` / ``.idx``).
 
@@ -94,6 +97,12 @@ def export_megatron(
         must be the tokenizer's ``eod`` in Megatron.
     append_eos : bool
         False: documents are not separated by a token.
+    engine : {"local", "ray"}
+        Where the documents are read and tokenised (read tasks, each writing its
+        own part; :func:`clusterclip.adapters.tokens.tokenize_scheduled`). The
+        files are the same on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -123,7 +132,9 @@ def export_megatron(
     with export_folder(out) as folder:
         prefix = folder / PREFIX
         with atomic_path(prefix.with_suffix(".bin")) as tmp:
-            spans = tokenize_scheduled(work, loaded, tmp, dtype=dtype)
+            spans = tokenize_scheduled(
+                work, loaded, tmp, dtype=dtype, engine=engine, engine_options=engine_options
+            )
         with atomic_path(prefix.with_suffix(".idx")) as tmp:
             n_tokens = _write_index(tmp, indices, spans, dtype)
         summary = {

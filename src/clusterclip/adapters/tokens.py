@@ -7,9 +7,9 @@ share two steps:
    name or directory, or a ``tokenizer.json`` file) and records what a reader
    must know about it: the name or path, the vocabulary size, the end-of-document
    token and its id, and a fingerprint of its ``tokenizer.json``.
-2. :func:`tokenize_scheduled` streams the embedded corpus once (through
-   :meth:`clusterclip.io.WorkDir.corpus`, which refuses a corpus changed since it
-   was embedded) and writes the token ids of every document the schedule uses,
+2. :func:`tokenize_scheduled` reads the embedded corpus once, in read tasks on
+   the engine (:mod:`clusterclip.adapters.tokenizing`; a corpus changed since it
+   was embedded is refused first) and writes the token ids of every document the schedule uses,
    **each distinct document once**, back to back, into one binary file. It
    returns the ``(N, 2)`` start / stop token offsets of each document in that
    file (``-1`` for documents the schedule never uses): a repeated document is
@@ -22,7 +22,7 @@ of texts, whatever the corpus and schedule size; the schedule is read in blocks.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +44,6 @@ __all__ = [
 
 #: Schedule positions read per block (memory only).
 SCHEDULE_BLOCK = 1 << 16
-#: Documents per tokenizer call.
-TOKENIZE_BATCH = 512
 
 
 @dataclass(frozen=True)
@@ -286,6 +284,8 @@ def tokenize_scheduled(
     out: str | os.PathLike[str],
     *,
     dtype: np.dtype | None = None,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> np.ndarray:
     """Write the tokens of every scheduled document once, in index order, to ``out``.
 
@@ -302,6 +302,11 @@ def tokenize_scheduled(
         index order (the caller makes it atomic).
     dtype : numpy.dtype, optional
         Token dtype; default ``token_dtype(tokenizer.info.vocab_size)``.
+    engine : {"local", "ray"}
+        Where the documents are read and tokenised: read tasks, each writing its
+        own part (:mod:`clusterclip.adapters.tokenizing`); the same bytes on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -313,50 +318,14 @@ def tokenize_scheduled(
     --------
     >>> offsets = tokenize_scheduled(WorkDir("work"), load_tokenizer("gpt2"), "cache.bin")  # doctest: +SKIP
     """
+    from clusterclip.adapters.tokenizing import tokenize_in_tasks
+    from clusterclip.engines import resolve_options
+
     dtype = np.dtype(dtype) if dtype is not None else token_dtype(tokenizer.info.vocab_size)
-    indices = work.schedule().indices
-    n_documents = work.n_documents()
-    mask = _scheduled_mask(indices, n_documents)
-    records = work.corpus()  # checks every corpus file now, before anything is written
-    offsets = np.full((n_documents, 2), -1, dtype=np.int64)
-    limit = np.iinfo(dtype).max
-    position = 0
-    batch: list[tuple[int, str]] = []
-
-    def flush(handle: Any) -> None:
-        nonlocal position
-        if not batch:
-            return
-        encoded = tokenizer.encode([text for _, text in batch])
-        for (index, _), ids in zip(batch, encoded, strict=True):
-            array = np.asarray(ids, dtype=np.int64)
-            if array.size and (int(array.max()) > limit or int(array.min()) < 0):
-                raise ClusterClipError(
-                    f"the tokenizer {tokenizer.info.name_or_path!r} produced token id "
-                    f"{int(array.max())}, beyond its recorded vocabulary size "
-                    f"{tokenizer.info.vocab_size}. Report this tokenizer as a bug."
-                )
-            handle.write(array.astype(dtype).tobytes())
-            offsets[index] = (position, position + array.size)
-            position += array.size
-        batch.clear()
-
-    with (
-        open(out, "wb", buffering=1 << 20) as handle,
-        progress_bar(total=int(mask.sum()), desc="tokenize", unit="doc") as bar,
-    ):
-        for record in records:
-            if not mask[record.index]:
-                continue
-            if record.text is None:
-                raise ClusterClipError(
-                    f"document {record.index} is scheduled but its record is {record.status} "
-                    f"({record.reason}). Rebuild the schedule with `clusterclip run`."
-                )
-            batch.append((record.index, record.text))
-            if len(batch) == TOKENIZE_BATCH:
-                bar.update(len(batch))
-                flush(handle)
-        bar.update(len(batch))
-        flush(handle)
-    return offsets
+    ray_options = resolve_options(engine, engine_options)  # checked before any work
+    mask = _scheduled_mask(work.schedule().indices, work.n_documents())
+    with progress_bar(total=int(mask.sum()), desc="tokenize", unit="doc") as bar:
+        return tokenize_in_tasks(
+            work, tokenizer, mask, out, dtype, engine=engine, options=ray_options,
+            progress=bar.update,
+        )  # fmt: skip

@@ -12,7 +12,7 @@ import argparse
 import textwrap
 from typing import Any
 
-from clusterclip.adapters.exporters import EXPORTERS, formats_using
+from clusterclip.adapters.exporters import EXPORTERS, formats_on, formats_using
 from clusterclip.errors import ClusterClipError
 
 HELP = "export the schedule for a trainer: jsonl, token files, Megatron, MDS, LitData, folders"
@@ -50,7 +50,7 @@ def _option_classes() -> list[type]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clusterclip.cli.flags import add_former_spellings
+    from clusterclip.cli.flags import add_engine_flags, add_former_spellings
     from clusterclip.options import add_flags
 
     parser.add_argument("--workdir", required=True, help="work directory to export")
@@ -61,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             group = parser.add_argument_group(f"{cls.title} ({', '.join(formats_using(cls))})")
             add_flags(group, cls)
             add_former_spellings(group, cls)
+    # --num-workers stays the former spelling of --loader-workers here: Ray takes every CPU
+    add_engine_flags(
+        parser, f"reading and tokenising the documents ({', '.join(formats_on('ray'))})",
+        exclude=("num_workers",),
+    )  # fmt: skip
 
 
 def _refuse_other_formats_flags(args: argparse.Namespace) -> None:
@@ -81,12 +86,17 @@ def _refuse_other_formats_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clusterclip.cli.flags import engine_from_args
     from clusterclip.io import WorkDir
     from clusterclip.options import from_args
 
     _refuse_other_formats_flags(args)
+    engine, engine_options = engine_from_args(args)
     exporter = EXPORTERS[args.format]
     options: Any = exporter.options(**from_args(args, exporter.options))
     exporter.check(args.out, options)
-    print(exporter.export(WorkDir(args.workdir), args.out, options).line())
+    summary = exporter.export(
+        WorkDir(args.workdir), args.out, options, engine=engine, engine_options=engine_options
+    )
+    print(summary.line())
     return 0

@@ -47,10 +47,18 @@ def section_values(args: argparse.Namespace, section: str) -> dict[str, Any]:
     return from_args(args, SECTIONS[section], prefix=f"{section}__")
 
 
-def add_engine_flags(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--engine`` and the Ray settings (one spelling in embed, cluster and run)."""
+def add_engine_flags(
+    parser: argparse.ArgumentParser, what: str, *, exclude: tuple[str, ...] = ()
+) -> None:
+    """``--engine`` and the Ray settings (one spelling in embed, cluster and run).
+
+    ``exclude`` leaves out Ray settings whose flag the command spells otherwise
+    (``export`` still reads ``--num-workers`` as its former ``--loader-workers``).
+    """
     add_section(parser, "", "engine", exclude=("seed",))
-    add_section(parser, "ray", f"Ray engine (--engine ray: {what}; see docs/scaling.md)")
+    add_section(
+        parser, "ray", f"Ray engine (--engine ray: {what}; see docs/scaling.md)", exclude=exclude
+    )
 
 
 def engine_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
