@@ -86,3 +86,21 @@ def wrapping(map_shards: Callable[..., Any], wrap: Callable[[Factory], Factory])
         return map_shards(tasks, wrap(worker), **arguments)
 
     return wrapped
+
+
+class NodeRecorder:
+    """Wraps a worker factory; every build appends its Ray node's id to ``path``.
+
+    A test then knows which nodes hold actors (to remove one) and sees an
+    actor rebuilt elsewhere as one more line.
+    """
+
+    def __init__(self, worker: Factory, path: str) -> None:
+        self.worker, self.path = worker, path
+
+    def __call__(self) -> Callable[[Any], Any]:
+        import ray
+
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(ray.get_runtime_context().get_node_id() + "\n")
+        return self.worker()
