@@ -20,8 +20,10 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.io.readplan import plan_reads
 
+#: The fortunes document (zippy:361) whose tfidf projection was 1e-27 on a 1,000-document
+#: sample: its words occur nowhere else, so its direction is not among the 256 kept.
+ZIPPY = "Nipples, dimples, knuckles, NICKLES, wrinkles, pimples!!"
 NO_WORD = "!!! ... ??? -- ***"  # no token of the tfidf token pattern at all
-SIGNS = "\u00a7\u00a7 \u00b6 \u2020\u2020"  # nor here
 UNKNOWN = "\u2603\u2603 \u2603"  # snowmen: no token the static model knows
 
 
@@ -62,10 +64,14 @@ def test_embed_shard_zeroes_rows_without_a_direction_in_float32_or_float16():
 
 @pytest.fixture(scope="module")
 def tfidf_run(tmp_path_factory, verses):
-    """1,000 real verses and two texts without a word."""
+    """1,000 real verses, the fortunes document the SVD drops, and one without a word.
+
+    Among these verses zippy's projection is rounding residue of about 1e-15 (no underflow):
+    the tfidf encoder zeroes it (``TFIDF_RESIDUE``) instead of scaling it to unit length.
+    """
     root = tmp_path_factory.mktemp("zero")
     records = [{"id": v["id"], "text": v["text"]} for v in verses[:1000]]
-    records.insert(400, {"id": "signs", "text": SIGNS})
+    records.insert(400, {"id": "zippy:361", "text": ZIPPY})
     records.insert(700, {"id": "no-word", "text": NO_WORD})
     corpus = write_jsonl(root / "corpus.jsonl", records)
     workdir = root / "w"
@@ -103,6 +109,16 @@ def test_cluster_stage_leaves_zero_vector_documents_out(tfidf_run):
     assert clustered.labels[[400, 700]].tolist() == [-1, -1]
     assert (np.delete(clustered.labels, [400, 700]) >= 0).all()
     assert clustered.summary["excluded_documents"] == 2
+
+
+def test_tfidf_zeroes_a_residue_projection_and_keeps_the_rest_unit_rows(tfidf_run):
+    """The residue rule touches only the projections that are rounding noise."""
+    _, workdir, result = tfidf_run
+    encoder = EncoderSpec(encoder="tfidf", state_dir=str(workdir)).build()
+    rows = encoder.encode([ZIPPY, NO_WORD, "In the beginning God created the heaven."])
+    assert np.linalg.norm(rows, axis=1).round(5).tolist() == [0.0, 0.0, 1.0]
+    ok = np.asarray(result.embeddings[:400], dtype=np.float32)
+    np.testing.assert_allclose(np.linalg.norm(ok, axis=1), 1.0, atol=2e-3)
 
 
 def test_a_finished_shard_read_again_counts_its_zero_vectors(tfidf_run):
