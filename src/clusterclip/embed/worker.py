@@ -10,10 +10,12 @@ writes one shard per call. :class:`EmbedWorker` embeds texts it is given
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from clusterclip.embed.base import zero_norm_rows
 from clusterclip.embed.encoders import EncoderSpec
 from clusterclip.embed.index import IndexRows
 from clusterclip.errors import ClusterClipError
@@ -21,21 +23,31 @@ from clusterclip.io import WorkDir
 from clusterclip.io.artifacts import EMBEDDING_DTYPE, DocumentsArtifact, EmbeddingsArtifact
 from clusterclip.io.readplan import ReadStats, ShardTask, shard_records
 
-__all__ = ["EmbedWorker", "ShardWorker", "embed_shard"]
+__all__ = ["ZERO_VECTOR", "EmbedWorker", "ShardWorker", "embed_shard"]
+
+#: Status of a document with text whose embedding has no direction (a zero norm).
+ZERO_VECTOR = "zero_vector"
 
 
 def embed_shard(encoder: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Embed one shard's texts and count their tokens, where the encoder runs.
 
-    Returns float16 ``(len(texts), dim)`` unit rows and int64 ``(len(texts),)``
-    token counts (``n_tokens`` of ``documents.parquet``). Counting here rather
-    than on the driver keeps the driver from tokenising the whole corpus alone
-    while Ray workers wait.
+        Returns float16 ``(len(texts), dim)`` unit rows and int64 ``(len(texts),)``
+        token counts (``n_tokens`` of ``documents.parquet``). Counting here rather
+        than on the driver keeps the driver from tokenising the whole corpus alone
+        while Ray workers wait.
 
-    >>> from clusterclip.embed.encoders import EncoderSpec
-    >>> vectors, tokens = embed_shard(EncoderSpec(encoder="static").build(), ["a verse"])  # doctest: +SKIP
-    >>> vectors.dtype, tokens.tolist()  # doctest: +SKIP
-    (dtype('float16'), [2])
+        A text whose vector has no direction (:func:`~clusterclip.embed.base.zero_norm_rows`
+        in float32 as the encoder gave it, or after the cast to float16, whose
+        smallest value is 6e-8) gets an exactly all-zero row: for example a text
+        none of whose tokens the encoder knows. :class:`ShardWorker` records such a
+        document as ``zero_vector`` rather than ``ok``.
+
+        >>> from clusterclip.embed.base import zero_norm_rows
+    from clusterclip.embed.encoders import EncoderSpec
+        >>> vectors, tokens = embed_shard(EncoderSpec(encoder="static").build(), ["a verse"])  # doctest: +SKIP
+        >>> vectors.dtype, tokens.tolist()  # doctest: +SKIP
+        (dtype('float16'), [2])
     """
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float16), np.zeros(0, dtype=np.int64)
@@ -44,8 +56,10 @@ def embed_shard(encoder: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]
         vectors, tokens = both(texts)
     else:
         vectors, tokens = encoder.encode(texts), encoder.count_tokens(texts)
-    vectors = np.asarray(vectors, dtype=np.float32).astype(np.float16)
-    return vectors, np.asarray(tokens, dtype=np.int64)
+    vectors = np.asarray(vectors, dtype=np.float32)
+    rows = vectors.astype(np.float16)
+    rows[zero_norm_rows(vectors) | zero_norm_rows(rows)] = 0
+    return rows, np.asarray(tokens, dtype=np.int64)
 
 
 class EmbedWorker:
@@ -87,7 +101,10 @@ class ShardWorker:
     :class:`~clusterclip.io.readplan.ShardTask` (file names and record
     ranges, no text), reads its records, embeds the ``ok`` ones, and writes
     the shard's index fragment, then its embedding part, atomically and named
-    by the shard, through the artifact handles. A retried task overwrites
+    by the shard, through the artifact handles. A document whose embedding
+    has a zero norm (:func:`embed_shard`) becomes :data:`ZERO_VECTOR`, with a
+    reason, like a record the reader rejected: the cluster stage leaves it out
+    instead of refusing the whole run. A retried task overwrites
     its own files with the same bytes. It returns only the shard's
     :class:`~clusterclip.io.readplan.ReadStats` and its part's fingerprint: no
     text and no embedding row travels back to the driver.
@@ -107,7 +124,7 @@ class ShardWorker:
     def __init__(
         self, spec: EncoderSpec, workdir: str, read_options: dict[str, Any], dataset: Any = None
     ) -> None:
-        self.encoder = spec.build()
+        self.encoder, self.encoder_name = spec.build(), spec.encoder
         work = WorkDir(workdir)
         self.documents, self.embeddings = DocumentsArtifact(work), EmbeddingsArtifact(work)
         self.read_options, self.dataset = dict(read_options), dataset
@@ -134,12 +151,52 @@ class ShardWorker:
             first_replaced_utf8=stream.first_replaced_utf8,
         )  # fmt: skip
         if not task.write:  # finished before: read again for the statistics only
+            fragment = self.documents.read_fragment(self.documents.fragment_path(task.shard))
+            _count_zero_vectors(found, fragment.to_pydict())
             return found, self.embeddings.part_fingerprint(task.shard)
         vectors, tokens = embed_shard(self.encoder, texts)
         rows.set_tokens(positions, tokens)
+        self._reject_zero_vectors(
+            rows, [positions[i] for i in np.flatnonzero(zero_norm_rows(vectors))]
+        )
+        _count_zero_vectors(found, rows.columns)
         # The fragment first, the part last: a shard is finished when both exist.
         self.documents.write_fragment(task.shard, rows.columns)
         part = np.zeros((len(rows), self.encoder.dim), dtype=EMBEDDING_DTYPE)
         part[np.asarray(positions, dtype=np.int64)] = vectors
         self.embeddings.write_part(task.shard, part)
         return found, self.embeddings.part_fingerprint(task.shard)
+
+    def _reject_zero_vectors(self, rows: IndexRows, zero: list[int]) -> None:
+        """Record the rows at positions ``zero`` as :data:`ZERO_VECTOR` (``--strict``: refuse)."""
+        for position in zero:
+            reason = (
+                f"the {self.encoder_name} encoder gave its text "
+                f"({rows.columns['n_tokens'][position]:,} tokens) an embedding with a zero norm "
+                "(no token it knows, or words outside what it was fitted on): no direction to "
+                "cluster by"
+            )
+            rows.reject(position, ZERO_VECTOR, reason)
+        if zero and self.read_options.get("strict"):
+            source, line, reason = (
+                rows.columns[name][zero[0]] for name in ("source", "line", "reason")
+            )
+            raise ClusterClipError(
+                f"{source}:{line}: {ZERO_VECTOR}: {reason}. Remove the record or use another "
+                "encoder, or run without --strict to record it in rejects.jsonl."
+            )
+
+
+def _count_zero_vectors(found: ReadStats, columns: Mapping[str, Sequence[Any]]) -> None:
+    """Move the shard's :data:`ZERO_VECTOR` documents from ``ok`` to their own count.
+
+    The reader counted them ``ok`` (their text is fine); ``columns`` are the
+    shard's index rows as written (``source``, ``line``, ``status``, ``reason``).
+    The first one becomes the status's example, as the reader quotes its rejects.
+    """
+    statuses = columns["status"]
+    for row in (row for row, status in enumerate(statuses) if status == ZERO_VECTOR):
+        found.counts["ok"] -= 1
+        found.counts[ZERO_VECTOR] += 1
+        where = f"{columns['source'][row]}:{columns['line'][row]}"
+        found.examples.setdefault(ZERO_VECTOR, f"{where}: {columns['reason'][row]}")

@@ -57,7 +57,7 @@ __all__ = [
 
 #: File name endings the readers understand.
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet")
-#: Every status a record can have, ``ok`` first.
+#: Every status a reader gives a record, ``ok`` first (the embed stage adds ``zero_vector``).
 STATUSES = ("ok", "empty", "malformed", "missing_field", "not_text")
 #: Text fields tried, in order, when ``text_field`` is ``None``.
 DEFAULT_TEXT_FIELDS = ("content", "text")
@@ -470,9 +470,10 @@ def describe_statuses(counts: Any, examples: Any = None) -> str:
     >>> describe_statuses({"ok": 3, "malformed": 1}, {"malformed": "a.jsonl:2: invalid JSON"})
     '4 records: 3 ok, 1 malformed (first: a.jsonl:2: invalid JSON)'
     """
-    total = sum(int(counts.get(status, 0)) for status in STATUSES)
+    others = [status for status in counts if status not in STATUSES]  # the embed stage's
+    total = sum(int(counts.get(status, 0)) for status in (*STATUSES, *others))
     parts = [f"{int(counts.get('ok', 0)):,} ok"]
-    for status in STATUSES[1:]:
+    for status in (*STATUSES[1:], *others):
         count = int(counts.get(status, 0))
         if count:
             first = (examples or {}).get(status)
