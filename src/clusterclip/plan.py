@@ -114,7 +114,9 @@ class _InputProbe:
     def entry(self, stage: str) -> dict[str, Any]:
         return {}
 
-    def input_fingerprints(self, paths: Sequence[Any], *, write: bool = False) -> list[Any]:
+    def input_fingerprints(
+        self, paths: Sequence[Any], *, write: bool = False, hash_files: Any = None
+    ) -> list[Any]:
         return [None] * len(paths)
 
     def __getattr__(self, name: str) -> Any:

@@ -3,8 +3,9 @@
 Run as ``python -m tests.engines.measured_driver SETTINGS_JSON``; prints one JSON
 line: the bytes this process read from files (``rchar`` of ``/proc/self/io``)
 during the embed call, and the corpus files it opened from Python (audit hook).
-The corpus fingerprints are cached first, as on any rerun, and the modules and
-the encoder's model loaded, so that what is measured is the stage's reading.
+The modules and the encoder's model are loaded first, so that what is measured
+is the stage's reading; the corpus fingerprints are not cached beforehand (the
+Ray engine hashes the files in tasks too).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ def main() -> None:
     clusterclip.io.ranges.DEFAULT_RANGE_BYTES = settings["range_bytes"]
     work = WorkDir(settings["workdir"])
     work.claim()
-    work.input_fingerprints(settings["inputs"], write=True)
     if settings["engine"] == "ray":  # an actor started and stopped: Ray's own imports are done
         from clusterclip.engines import RayOptions, map_shards
 

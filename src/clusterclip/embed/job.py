@@ -45,6 +45,7 @@ from clusterclip.embed.worker import ShardWorker
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, corpus_key, versions
 from clusterclip.io.artifacts import DocumentsArtifact, EmbeddingsArtifact
+from clusterclip.io.input_cache import FingerprintWorker
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     STATUSES,
@@ -254,13 +255,22 @@ class EmbedStage:
 
         Keys are positions, never paths: the same bytes moved, renamed or
         copied are the same input. Fingerprints are cached in the work
-        directory by (path, size, mtime), so a rerun does not hash the corpus again.
+        directory by (path, size, mtime), so a rerun does not hash the corpus
+        again; the files the cache lacks are hashed one task per file on the
+        engine, so a Ray driver reads none of them.
         """
         if not self.paths:
             fingerprint = getattr(self.source, "_fingerprint", None) or repr(self.source)
             return {DATASET_SOURCE: {"fingerprint": fingerprint}}
-        found = work.input_fingerprints(self.paths, write=True)
+        found = work.input_fingerprints(self.paths, write=True, hash_files=self._hash_files)
         return {corpus_key(i): fingerprint for i, fingerprint in enumerate(found)}
+
+    def _hash_files(self, paths: list[str]) -> list[dict[str, Any]]:
+        """The fingerprints of files the cache lacks, one task per file on the engine."""
+        hashed = map_shards(
+            enumerate(paths), FingerprintWorker, engine=self.engine, options=self.ray_options
+        )
+        return [fingerprint for _, fingerprint in hashed]
 
     def resolved(self, config: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any]:
         """``config`` with ``device``, ``precision`` and ``runtime`` as resolved (see the

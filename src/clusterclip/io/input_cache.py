@@ -18,13 +18,13 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from clusterclip.io.files import atomic_write_json
 
-__all__ = ["cached_fingerprints"]
+__all__ = ["FingerprintWorker", "cached_fingerprints"]
 
 #: Format of the cache file (another format is ignored and rewritten).
 CACHE_FORMAT = 1
@@ -33,7 +33,11 @@ SETTLE_SECONDS = 2.0
 
 
 def cached_fingerprints(
-    paths: Sequence[str | os.PathLike[str]], *, cache: Path, write: bool
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    cache: Path,
+    write: bool,
+    hash_files: Callable[[list[str]], list[dict[str, Any]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The content fingerprint of each file in ``paths``, reusing ``cache`` where it is valid.
 
@@ -46,6 +50,10 @@ def cached_fingerprints(
     write : bool
         Store the fingerprints computed now (writers only: the caller holds the
         work directory's lock; readers pass False and leave it untouched).
+    hash_files : callable, optional
+        Computes :func:`~clusterclip.io.readers.fingerprint_input` of the files
+        the cache does not hold, in order (e.g. as tasks on an engine, so the
+        driver reads none of them); default: here, one after the other.
 
     Returns
     -------
@@ -63,25 +71,45 @@ def cached_fingerprints(
 
     known = _load(cache)
     kept: dict[str, Any] = {}
-    found = []
-    for path in paths:
-        key = str(Path(path).resolve())
-        stat = os.stat(path)
+    stats = [os.stat(path) for path in paths]
+    found: list[Any] = []
+    missing = []
+    for path, stat in zip(paths, stats, strict=True):
+        entry = known.get(str(Path(path).resolve()))
         stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-        entry = known.get(key)
         if isinstance(entry, dict) and entry.get("stamp") == stamp:
-            fingerprint = entry["fingerprint"]
+            found.append(entry["fingerprint"])
         else:
-            fingerprint = fingerprint_input(path)
-        found.append(fingerprint)
+            found.append(None)
+            missing.append(len(found) - 1)
+    if missing:
+        wanted = [str(paths[i]) for i in missing]
+        hashed = hash_files(wanted) if hash_files is not None else map(fingerprint_input, wanted)
+        for position, fingerprint in zip(missing, hashed, strict=True):
+            found[position] = fingerprint
+    for path, stat, fingerprint in zip(paths, stats, found, strict=True):
         if time.time() - stat.st_mtime >= SETTLE_SECONDS:
-            kept[key] = {"stamp": stamp, "fingerprint": fingerprint}
+            stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+            kept[str(Path(path).resolve())] = {"stamp": stamp, "fingerprint": fingerprint}
     merged = {key: entry for key, entry in known.items() if os.path.exists(key)}  # moved: gone
     merged.update(kept)
     if write and (merged != known or not cache.exists()):  # present once written to, always
         with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
             atomic_write_json(cache, {"format": CACHE_FORMAT, "files": merged})
     return found
+
+
+class FingerprintWorker:
+    """A file's content fingerprint, wherever an engine runs it (the factory is the class).
+
+    >>> FingerprintWorker()("corpus.jsonl")  # doctest: +SKIP
+    {'size': 1234, 'blake2b': '...', 'sampled': False}
+    """
+
+    def __call__(self, path: str) -> dict[str, Any]:
+        from clusterclip.io.readers import fingerprint_input
+
+        return fingerprint_input(path)
 
 
 def _load(cache: Path) -> dict[str, Any]:

@@ -221,15 +221,22 @@ class WorkDir:
         )  # fmt: skip
 
     def input_fingerprints(
-        self, paths: list[Path] | list[str], *, write: bool = False
+        self,
+        paths: list[Path] | list[str],
+        *,
+        write: bool = False,
+        hash_files: Callable[[list[str]], list[dict[str, Any]]] | None = None,
     ) -> list[dict[str, Any]]:
         """Content fingerprint of each corpus file, cached by (path, size, mtime) in the directory.
 
-        ``write=True`` (a writer holding :meth:`lock`) stores new fingerprints.
+        ``write=True`` (a writer holding :meth:`lock`) stores new fingerprints;
+        ``hash_files`` hashes the files the cache lacks (e.g. on an engine; see
+        :func:`~clusterclip.io.input_cache.cached_fingerprints`).
         """
         from clusterclip.io.input_cache import cached_fingerprints
 
-        return cached_fingerprints(paths, cache=self.path_of("input_fingerprints"), write=write)
+        cache = self.path_of("input_fingerprints")
+        return cached_fingerprints(paths, cache=cache, write=write, hash_files=hash_files)
 
     def output(self, key: str) -> str | None:
         """Current fingerprint of an output, ``"stage.output"`` (None if not recorded)."""
