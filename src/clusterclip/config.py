@@ -83,7 +83,8 @@ class RunOptions:
     )
     engine: str = option(
         "local",
-        "Where embed and the cluster assignment run: in this process, or on a Ray cluster.",
+        "Where the per-document steps run (embed, the cluster assignment, dedup, the report's "
+        "keywords, token exports): in this process, or on a Ray cluster.",
         choices=("local", "ray"),
     )
     portable: bool = option(
