@@ -11,9 +11,11 @@ from clusterclip.cli import main
 from clusterclip.experiments.model import ModelConfig
 from clusterclip.experiments.options import ExperimentConfig, add_arguments, config_from_args
 
-#: Every flag the harness had before its settings became option() fields: scripts use them.
+#: Every flag the harness had before its settings became option() fields (scripts use them),
+#: and the ones added since.
 FLAGS = [
     "--corpus",
+    "--corpus-pin",
     "--text-field",
     "--label-field",
     "--workdir",
@@ -34,6 +36,7 @@ FLAGS = [
     "--independent-encoder",
     "--independent-clusters",
     "--tokens",
+    "--min-tokens-per-parameter",
     "--epochs",
     "--regime",
     "--policies",

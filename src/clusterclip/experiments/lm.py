@@ -44,9 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.errors import ClusterClipError, invalid, require_extra, spelled_as_flags
 from clusterclip.experiments import data, evaluate
-from clusterclip.experiments.model import build_model
+from clusterclip.experiments.budget import training_budget
+from clusterclip.experiments.model import ModelConfig, build_model
 from clusterclip.experiments.options import (
     DEFAULT_POLICIES,
     ExperimentConfig,
@@ -54,6 +55,7 @@ from clusterclip.experiments.options import (
     config_from_args,
 )
 from clusterclip.experiments.prepare import Prepared, prepare
+from clusterclip.options import flag_names
 from clusterclip.schedule.policy import SchedulePolicy
 
 __all__ = [
@@ -436,7 +438,7 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
     device = _resolve_device(cfg.device)
     started = time.time()
     context, batch = cfg.model.context, cfg.batch_size
-    steps = max(1, cfg.tokens // (batch * context))
+    steps = training_budget(cfg).steps
     budget = steps * batch * context
     pool, order = schedule_order(prep, cfg, policy, seed, budget=budget)
     pool_tokens = int((np.diff(prep.offsets) + 1)[pool].sum())
@@ -454,6 +456,7 @@ def train_run(prep: Prepared, cfg: ExperimentConfig, policy: Policy, seed: int, 
         "corpus": portable_path(prep.summary["corpus"]),
         "corpus_sha256": prep.summary.get("corpus_sha256"),
         "corpus_documents": prep.summary.get("documents"),
+        "corpus_source": prep.summary.get("corpus_source"),
         "regime": cfg.regime or f"{cfg.epochs:g}-epoch",
         "policy": policy.name,
         "seed": seed,
@@ -537,6 +540,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     policies = [parse_policy(p) for p in cfg.policies.split(",") if p.strip()]
     seeds = [int(s) for s in cfg.seeds.split(",") if s.strip()]
+    budget = training_budget(cfg)  # before any embedding: a budget too small fails fast
+    print(f"[budget] {budget.describe()} (vocabulary <= {cfg.vocab_size:,})")
+    with spelled_as_flags(flag_names(ExperimentConfig, ModelConfig)):
+        budget.check(cfg.min_tokens_per_parameter)
     prep = prepare(cfg)
     regime = cfg.regime or f"{cfg.epochs:g}-epoch"
     previous = read_results(out)

@@ -44,7 +44,15 @@ class ExperimentConfig:
     clusterclip.errors.ClusterClipError: `tokens` must be an int in (0, inf); got 0. Default: 200000.
     """
 
-    corpus: str = option(SplitOptions.corpus, "kjv, fortunes, bbc, pydocs, or a jsonl/parquet path")
+    corpus: str = option(
+        SplitOptions.corpus, "kjv, fortunes, bbc, pydocs, linux-doc, or a jsonl/parquet path"
+    )
+    corpus_pin: str = option(
+        "check",
+        "a pinned corpus (linux-doc): refuse files that differ from its pin (check), or read "
+        "them as installed (off: another experiment, recorded with their own hash)",
+        choices=("check", "off"),
+    )
     text_field: str = option(SplitOptions.text_field, "text field of a file corpus")
     label_field: str | None = option(
         SplitOptions.label_field, "category field of a file corpus (optional)"
@@ -101,6 +109,13 @@ class ExperimentConfig:
         SplitOptions.independent_clusters, "its k (default: --n-clusters)", kind="int", minimum=2
     )
     tokens: int = option(200_000, "training budget in tokens (every policy)", kind="int", above=0)
+    min_tokens_per_parameter: float = option(
+        0.0,
+        "refuse to start when the budget trains fewer tokens per model parameter (the GPU "
+        "sizes of experiments/grid.sh: 20)",
+        kind="float",
+        minimum=0,
+    )
     epochs: float = option(1.0, "passes over the pool the budget buys", kind="float", above=0)
     regime: str | None = option(None, "name of the regime in the tables (default: N-epoch)")
     policies: str = option(DEFAULT_POLICIES, "comma list of sampling policies")

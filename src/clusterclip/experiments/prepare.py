@@ -328,7 +328,9 @@ def _prepare(work: WorkDir, cfg: Any, log: Callable[[str], None]) -> Prepared:
     from clusterclip.experiments.corpora import load_corpus
     from clusterclip.plan import plan_stages
 
-    corpus = load_corpus(cfg.corpus, text_field=cfg.text_field, label_field=cfg.label_field)
+    corpus = load_corpus(
+        cfg.corpus, text_field=cfg.text_field, label_field=cfg.label_field, pin=cfg.corpus_pin
+    )
     corpus = corpus.subset(cfg.max_docs, seed=cfg.data_seed)
     fingerprint = corpus.sha256()
     source = work.path_of("experiment_corpus")
@@ -352,6 +354,8 @@ def _prepare(work: WorkDir, cfg: Any, log: Callable[[str], None]) -> Prepared:
     outcome = plan.run(work, log=say)["experiment"]
     # The bytes the runs trained on (the fortunes files differ between Debian releases).
     outcome.result.summary["corpus_sha256"] = fingerprint
+    if corpus.source is not None:  # a package's files: its version, pinned or not
+        outcome.result.summary["corpus_source"] = corpus.source
     if outcome.action != "skipped":
         log(f"[prepare] {json.dumps(outcome.result.summary)}")
     return outcome.result
