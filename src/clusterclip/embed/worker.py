@@ -32,22 +32,20 @@ ZERO_VECTOR = "zero_vector"
 def embed_shard(encoder: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Embed one shard's texts and count their tokens, where the encoder runs.
 
-        Returns float16 ``(len(texts), dim)`` unit rows and int64 ``(len(texts),)``
-        token counts (``n_tokens`` of ``documents.parquet``). Counting here rather
-        than on the driver keeps the driver from tokenising the whole corpus alone
-        while Ray workers wait.
+    Returns float16 ``(len(texts), dim)`` unit rows and int64 ``(len(texts),)``
+    token counts (``n_tokens`` of ``documents.parquet``). Counting here rather
+    than on the driver keeps the driver from tokenising the whole corpus alone
+    while Ray workers wait.
 
-        A text whose vector has no direction (:func:`~clusterclip.embed.base.zero_norm_rows`
-        in float32 as the encoder gave it, or after the cast to float16, whose
-        smallest value is 6e-8) gets an exactly all-zero row: for example a text
-        none of whose tokens the encoder knows. :class:`ShardWorker` records such a
-        document as ``zero_vector`` rather than ``ok``.
+    A text whose vector has no direction (:func:`~clusterclip.embed.base.zero_norm_rows`
+    in float32 as the encoder gave it, or after the cast to float16, whose
+    smallest value is 6e-8) gets an exactly all-zero row: for example a text
+    none of whose tokens the encoder knows. :class:`ShardWorker` records such a
+    document as ``zero_vector`` rather than ``ok``.
 
-        >>> from clusterclip.embed.base import zero_norm_rows
-    from clusterclip.embed.encoders import EncoderSpec
-        >>> vectors, tokens = embed_shard(EncoderSpec(encoder="static").build(), ["a verse"])  # doctest: +SKIP
-        >>> vectors.dtype, tokens.tolist()  # doctest: +SKIP
-        (dtype('float16'), [2])
+    >>> vectors, tokens = embed_shard(EncoderSpec(encoder="static").build(), ["a verse"])  # doctest: +SKIP
+    >>> vectors.dtype, tokens.tolist()  # doctest: +SKIP
+    (dtype('float16'), [2])
     """
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float16), np.zeros(0, dtype=np.int64)
