@@ -28,8 +28,7 @@ import numpy as np
 
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
-from clusterclip.io import WorkDir
-from clusterclip.io.readplan import ShardTask, plan_reads, shard_records
+from clusterclip.io.readplan import ReadPlan, ShardTask, shard_records
 
 __all__ = ["TOKENIZE_TASK_DOCUMENTS", "TokenizeTask", "TokenizeWorker", "tokenize_in_tasks"]
 
@@ -144,7 +143,8 @@ def _append(part: str, handle: Any) -> None:
 
 
 def tokenize_in_tasks(
-    work: WorkDir,
+    plan: ReadPlan,
+    read_options: Mapping[str, Any],
     tokenizer: Any,
     mask: np.ndarray,
     out: str | os.PathLike[str],
@@ -156,21 +156,12 @@ def tokenize_in_tasks(
 ) -> np.ndarray:
     """Write the tokens of the documents in ``mask`` to ``out``; their ``(N, 2)`` offsets.
 
-    ``tokenizer`` is the driver's :class:`~clusterclip.adapters.tokens.DocumentTokenizer`
-    (each task loads the same one by its recorded name). See
+    ``plan`` and ``read_options`` come from :func:`~clusterclip.io.readplan.corpus_plan`
+    (which checks the corpus files first); ``tokenizer`` is the driver's
+    :class:`~clusterclip.adapters.tokens.DocumentTokenizer` (each task loads the
+    same one by its recorded name). See
     :func:`~clusterclip.adapters.tokens.tokenize_scheduled` for the layout.
     """
-    plan = plan_reads(work.corpus_files(), engine=engine, options=options)
-    if plan.n_records != mask.size:
-        raise ClusterClipError(
-            f"the corpus of {work.path} yields {plan.n_records:,} records but {mask.size:,} "
-            "were embedded. Restore the corpus files or re-embed them."
-        )
-    config = work.require("embed").get("config", {})
-    read_options = {
-        "text_field": config.get("text_field"), "id_field": config.get("id_field"),
-        "strict": False,
-    }  # fmt: skip
     info = tokenizer.info
     # by its absolute path when it is a local one: a worker may run in another folder
     name = info.resolved_path or info.name_or_path

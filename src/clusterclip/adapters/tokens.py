@@ -322,10 +322,14 @@ def tokenize_scheduled(
     from clusterclip.engines import resolve_options
 
     dtype = np.dtype(dtype) if dtype is not None else token_dtype(tokenizer.info.vocab_size)
+    from clusterclip.io.readplan import corpus_plan
+
     ray_options = resolve_options(engine, engine_options)  # checked before any work
     mask = _scheduled_mask(work.schedule().indices, work.n_documents())
+    # every corpus file is checked now, before anything is written or shown
+    plan, read_options = corpus_plan(work, engine=engine, options=ray_options)
     with progress_bar(total=int(mask.sum()), desc="tokenize", unit="doc") as bar:
         return tokenize_in_tasks(
-            work, tokenizer, mask, out, dtype, engine=engine, options=ray_options,
-            progress=bar.update,
+            plan, read_options, tokenizer, mask, out, dtype, engine=engine,
+            options=ray_options, progress=bar.update,
         )  # fmt: skip

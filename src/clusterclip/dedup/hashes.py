@@ -20,8 +20,7 @@ import numpy as np
 from clusterclip.dedup.detect import hash_texts
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
-from clusterclip.io import WorkDir
-from clusterclip.io.readplan import ShardTask, plan_reads, shard_records
+from clusterclip.io.readplan import ReadPlan, ShardTask, shard_records
 
 __all__ = ["HASH_TASK_DOCUMENTS", "HashWorker", "hash_corpus"]
 
@@ -58,7 +57,8 @@ class HashWorker:
 
 
 def hash_corpus(
-    work: WorkDir,
+    plan: ReadPlan,
+    read_options: dict[str, Any],
     *,
     engine: str = "local",
     options: RayOptions | None = None,
@@ -66,29 +66,16 @@ def hash_corpus(
 ) -> np.ndarray:
     """:func:`~clusterclip.dedup.detect.hash_texts` of the embedded corpus, in read tasks.
 
-    The corpus files are checked unchanged first (:meth:`WorkDir.corpus_files`);
-    a corpus that now holds another number of records than were embedded is refused.
+    ``plan`` and ``read_options`` come from :func:`~clusterclip.io.readplan.corpus_plan`
+    (which checks the corpus files first).
 
     Returns
     -------
     ndarray of uint64, shape (N, 2)
     """
-    paths = work.corpus_files()
-    config = work.require("embed").get("config", {})
-    expected = work.n_documents()
-    plan = plan_reads(paths, engine=engine, options=options)
-    if plan.n_records != expected:
-        raise ClusterClipError(
-            f"the corpus of {work.path} yields {plan.n_records:,} records but {expected:,} "
-            "were embedded. Restore the corpus files or re-embed them."
-        )
-    read_options = {
-        "text_field": config.get("text_field"), "id_field": config.get("id_field"),
-        "strict": False,
-    }  # fmt: skip
     tasks = ((task.first_index, task) for task in plan.shards(HASH_TASK_DOCUMENTS))
     worker = functools.partial(HashWorker, read_options)
-    hashes = np.zeros((expected, 2), dtype=np.uint64)
+    hashes = np.zeros((plan.n_records, 2), dtype=np.uint64)
     for first, part in map_shards(tasks, worker, engine=engine, options=options):
         hashes[first : first + part.shape[0]] = part
         if progress is not None:

@@ -36,6 +36,7 @@ from clusterclip.dedup.options import DedupOptions
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, versions
 from clusterclip.io.artifacts import DuplicatesArtifact
+from clusterclip.io.readplan import corpus_plan
 from clusterclip.runner import StageOutput, run_stage
 
 __all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
@@ -157,10 +158,12 @@ class DedupStage:
         hashes, exact_note = None, "off"
         if options.exact and work.corpus_rereadable():
             # the files are checked first: a changed one is refused before any work
+            plan, read_options = corpus_plan(work, engine=self.engine, options=self.ray_options)
             with progress_bar(total=len(labels), desc="dedup: hash texts", unit="doc") as bar:
                 hashes = hash_corpus(
-                    work, engine=self.engine, options=self.ray_options, progress=bar.update
-                )
+                    plan, read_options, engine=self.engine, options=self.ray_options,
+                    progress=bar.update,
+                )  # fmt: skip
             exact_note = "on"
         elif options.exact:
             exact_note = "skipped: the corpus was an in-memory dataset, its texts cannot be re-read"

@@ -25,7 +25,7 @@ from clusterclip.describe.keywords import KeywordCounter
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
-from clusterclip.io.readplan import ShardTask, plan_reads, shard_records
+from clusterclip.io.readplan import ShardTask, corpus_plan, shard_records
 
 __all__ = ["KEYWORD_TASK_DOCUMENTS", "KeywordTask", "KeywordWorker", "read_clusters"]
 
@@ -122,18 +122,12 @@ def read_clusters(
     (KeywordCounter, dict)
         The counts of every task merged, and ``{index: (id, text)}``.
     """
-    paths = work.corpus_files()
-    config = work.require("embed").get("config", {})
-    plan = plan_reads(paths, engine=engine, options=options)
+    plan, read_options = corpus_plan(work, engine=engine, options=options)
     if plan.n_records != len(labels):
         raise ClusterClipError(
-            f"the corpus of {work.path} yields {plan.n_records:,} records but "
-            f"{len(labels):,} were embedded. Restore the corpus files or re-embed them."
+            f"{work.path} has {len(labels):,} labels for {plan.n_records:,} documents; "
+            "rerun the cluster stage."
         )
-    read_options = {
-        "text_field": config.get("text_field"), "id_field": config.get("id_field"),
-        "strict": False,
-    }  # fmt: skip
     ordered = np.array(sorted(examples), dtype=np.int64)
 
     def tasks() -> Any:

@@ -37,7 +37,15 @@ from clusterclip.engines import RayOptions, map_shards
 from clusterclip.io.ranges import Piece, ReadRange, count_range, plan_ranges, read_pieces
 from clusterclip.io.readers import RecordStream
 
-__all__ = ["CountWorker", "ReadPlan", "ReadStats", "ShardTask", "plan_reads", "shard_records"]
+__all__ = [
+    "CountWorker",
+    "ReadPlan",
+    "ReadStats",
+    "ShardTask",
+    "corpus_plan",
+    "plan_reads",
+    "shard_records",
+]
 
 
 @dataclass(frozen=True)
@@ -240,3 +248,36 @@ def shard_records(
         return read_pieces(stream, task.pieces, dataset)
 
     return RecordStream(None, **read_options, start=task.first_index, raw=raw)
+
+
+def corpus_plan(
+    work: Any, *, engine: str = "local", options: RayOptions | None = None
+) -> tuple[ReadPlan, dict[str, Any]]:
+    """The read plan of a work directory's embedded corpus, checked, and its read options.
+
+    For the stages that read the corpus again (dedup's hashes, the report's
+    keywords, token exports). The files are checked unchanged first
+    (:meth:`~clusterclip.io.WorkDir.corpus_files`), before anything is counted
+    or written; a corpus that now holds another number of records than were
+    embedded is refused.
+
+    >>> plan, read_options = corpus_plan(WorkDir("work"))  # doctest: +SKIP
+    >>> plan.n_records == WorkDir("work").n_documents()  # doctest: +SKIP
+    True
+    """
+    from clusterclip.errors import ClusterClipError
+
+    paths = work.corpus_files()
+    plan = plan_reads(paths, engine=engine, options=options)
+    expected = work.n_documents()
+    if plan.n_records != expected:
+        raise ClusterClipError(
+            f"the corpus of {work.path} yields {plan.n_records:,} records but {expected:,} "
+            "were embedded. Restore the corpus files or re-embed them."
+        )
+    config = work.require("embed").get("config", {})
+    read_options = {
+        "text_field": config.get("text_field"), "id_field": config.get("id_field"),
+        "strict": False,
+    }  # fmt: skip
+    return plan, read_options
