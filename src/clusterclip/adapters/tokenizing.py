@@ -167,7 +167,7 @@ def tokenize_in_tasks(
     name = info.resolved_path or info.name_or_path
     spec = (name, info.eos_token, info.append_eos, info.to_dict())
     worker = functools.partial(TokenizeWorker, spec, read_options, np.dtype(dtype).str)
-    out = Path(out)
+    out = Path(out).resolve()  # the tasks write their parts beside it, from any folder
 
     def tasks() -> Iterator[tuple[int, TokenizeTask]]:
         for shard in plan.shards(TOKENIZE_TASK_DOCUMENTS):

@@ -179,7 +179,7 @@ class DedupStage:
                 )
             neighbour_note = "exact" if tree is None else "coarse to fine (beam 2)"
         compare = partial(
-            self._compare, partial(CompareWorker, str(work.path), options.threshold,
+            self._compare, partial(CompareWorker, str(work.path.resolve()), options.threshold,
                                    options.block_size),
         )  # fmt: skip
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
@@ -222,7 +222,7 @@ class DedupStage:
         tasks = ((start, (start, labels[start : start + rows])) for start in range(0, n, rows))
         out = np.empty(n, dtype=np.int64)
         found = map_shards(
-            tasks, partial(NeighbourWorker, str(work.path)), engine=self.engine,
+            tasks, partial(NeighbourWorker, str(work.path.resolve())), engine=self.engine,
             options=self.ray_options,
         )  # fmt: skip
         for start, part in found:

@@ -267,7 +267,8 @@ def corpus_plan(
     """
     from clusterclip.errors import ClusterClipError
 
-    paths = work.corpus_files()
+    # absolute: a task may run in another folder, or on another node
+    paths = [Path(path).resolve() for path in work.corpus_files()]
     plan = plan_reads(paths, engine=engine, options=options)
     expected = work.n_documents()
     if plan.n_records != expected:
