@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import clusterclip
-from tests.engines.conftest import ROOT
+from tests.engines.conftest import ROOT, local_cluster
 
 pytest.importorskip("ray")
 
@@ -34,26 +34,8 @@ N_NODES = 3
 @pytest.fixture(scope="module")
 def cluster():
     """Three raylets of 1 CPU each; its address. Drivers connect from their own processes."""
-    from ray.cluster_utils import Cluster
-
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, before) if p)
-    nodes = Cluster(
-        initialize_head=True,
-        connect=False,
-        head_node_args={"num_cpus": 1, "include_dashboard": False},
-    )
-    try:
-        for _ in range(N_NODES - 1):
-            nodes.add_node(num_cpus=1)
-        nodes.wait_for_nodes()
+    with local_cluster(head_cpus=1, worker_nodes=N_NODES - 1) as nodes:
         yield nodes.address
-    finally:
-        nodes.shutdown()
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import clusterclip
-from tests.engines.conftest import ROOT
+from tests.engines.conftest import ROOT, local_cluster
 from tests.product_support import require_module as require
 
 pytest.importorskip("ray")
@@ -48,26 +48,8 @@ UNCOMPARED = {
 @pytest.fixture(scope="module")
 def nodes():
     """A CPU-less head and three 1-CPU worker nodes; the Cluster and its address."""
-    from ray.cluster_utils import Cluster
-
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, before) if p)
-    cluster = Cluster(
-        initialize_head=True,
-        connect=False,
-        head_node_args={"num_cpus": 0, "include_dashboard": False},
-    )
-    try:
-        for _ in range(N_WORKER_NODES):
-            cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
+    with local_cluster(head_cpus=0, worker_nodes=N_WORKER_NODES) as cluster:
         yield cluster
-    finally:
-        cluster.shutdown()
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
 
 
 @pytest.fixture(scope="module")
