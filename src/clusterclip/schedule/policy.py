@@ -140,7 +140,7 @@ class SchedulePolicy:
         DEFAULT_MAX_REPEATS,
         "Repetition cap R per document (none, inf or infinity: no cap). With R at or below "
         "the budget's passes, every cluster smaller than the mean runs out before the end; "
-        "the clip grid of docs/results.md measures which R to advise.",
+        "2x the passes trained best in the clip grid of docs/results.md.",
         kind="int_or_none",
         minimum=1,
     )
