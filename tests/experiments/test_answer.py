@@ -97,6 +97,18 @@ def test_few_seeds_are_reported_not_tested_and_sensitivity_rows_stay_out_of_the_
     assert answer_tables(_main_grid(-0.02)).count("sensitivity (not in the family)") == len(fresh)
 
 
+def test_the_cluster_agreement_is_reported_per_corpus_and_data_seed():
+    records = _main_grid(-0.02)
+    for r in records:
+        r["clustering"] = {"ari": 0.0772, "independent_rare_in_own_rare": 0.137}
+    records[0] = {**records[0], "_grid": "split", "data_seed": 1,
+                  "clustering": {"ari": 0.0813, "independent_rare_in_own_rare": None}}  # fmt: skip
+    text = answer_tables(records)
+    assert "| kjv | 0 | 0.077 | 13.7% |" in text
+    assert "| kjv | 1 | 0.081 | — |" in text
+    assert "ARI" not in answer_tables(_main_grid(-0.02))  # older records without it
+
+
 def test_clip_grid_decides_the_advice_line_only_when_complete():
     records = []
     for grid, regimes in (("clip", ("8-epoch",)), ("clip-tail", ("4-epoch", "8-epoch"))):

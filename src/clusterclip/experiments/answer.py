@@ -312,11 +312,39 @@ def answer_tables(records: Sequence[dict], rows: Sequence[Row] | None = None) ->
         out += [f"\n### {family}\n", header]
         out += [_format_row(r) for r in rows if r.family == family]
     out += ["\n### Decisions\n", _advice_decision(rows)]
+    agreement = _agreement(records)
+    if agreement:
+        out += ["\n### The sampler's clusters against the independent clustering\n"]
+        out += agreement
     moves = _clustering_moves(records)
     if moves:
         out += ["\n### How much the clustering moves the answer (data seed 1 − data seed 0)\n"]
         out += moves
     return "\n".join(out) + "\n" + _timing(records)
+
+
+def _agreement(records: Sequence[dict]) -> list[str]:
+    """One line per grid, corpus and data seed: ARI and the rare-token share (descriptive).
+
+    Both come from the run records' ``clustering`` (``experiments.lm.clustering_agreement``);
+    every run of one place shares one clustering, so the first record speaks for them.
+    """
+    seen: dict[tuple, dict] = {}
+    for r in records:
+        if isinstance(r.get("clustering"), dict):
+            seen.setdefault((place_name(r["_grid"], r["corpus"]), r.get("data_seed", 0)),
+                            r["clustering"])  # fmt: skip
+    if not seen:
+        return []
+    lines = [
+        "| corpus | data seed | ARI | independent-rare held-out tokens in the sampler's rare "
+        "quarter |\n|---|---|---|---|"
+    ]
+    for (place, data_seed), c in sorted(seen.items(), key=str):
+        share = c.get("independent_rare_in_own_rare")
+        shown = "—" if share is None else f"{share:.1%}"
+        lines.append(f"| {place} | {data_seed} | {c.get('ari', float('nan')):.3f} | {shown} |")
+    return lines
 
 
 def _timing(records: Sequence[dict]) -> str:
