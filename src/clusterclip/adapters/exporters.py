@@ -7,8 +7,9 @@ that refuses a bad output or missing setting before any work, and
 ``export(work, out, options) -> ExportSummary``. The export functions keep their
 own signatures and return values (a list of shards, a path, a dict of counts);
 the exporters turn each into one :class:`ExportSummary`. A new layout is one
-class here and one entry in :data:`EXPORTERS`; the command line learns it from
-the registry.
+class here (its ``write``; ``export`` refuses an engine the layout does not list
+in ``engines`` first) and one entry in :data:`EXPORTERS`; the command line learns
+it from the registry.
 
 This module imports no export function until one runs, so building the
 command's parser loads none of them.
@@ -32,6 +33,8 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.options import check_fields, option
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from clusterclip.io import WorkDir
 
 __all__ = [
@@ -162,6 +165,21 @@ class _IntoFolder:
                 f"applies to: {supported}. Drop --engine {engine}."
             )
 
+    def export(
+        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> ExportSummary:  # fmt: skip
+        """Refuse an engine the layout does not run on, then :meth:`write`."""
+        self._refuse_engine(engine)
+        return self.write(work.path, out, options, engine=engine, engine_options=engine_options)
+
+    def write(
+        self, path: Path, out: PathLike, options: Any, *, engine: str,
+        engine_options: Mapping[str, Any] | None,
+    ) -> ExportSummary:  # fmt: skip
+        """Write the layout from the work directory at ``path``; each layout defines it."""
+        raise NotImplementedError
+
     def check(self, out: PathLike, options: Any) -> None:
         from clusterclip.adapters.output import check_export_folder
 
@@ -173,14 +191,10 @@ class OrderedJsonl(_IntoFolder):
     help = "the documents in schedule order, sharded (original records)"
     options = ShardOptions
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.export import export_ordered_jsonl
 
-        shards = export_ordered_jsonl(work.path, out, shard_size=options.shard_size)
+        shards = export_ordered_jsonl(path, out, shard_size=options.shard_size)
         return ExportSummary(self.name, os.fspath(out), files=tuple(map(str, shards)))
 
 
@@ -203,16 +217,10 @@ class FlatTokens(_IntoFolder):
     def _before(self) -> str:
         return ""
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.flat import export_flat_tokens
 
-        details = export_flat_tokens(
-            work.path, out, **_tokens(options), engine=engine, engine_options=engine_options
-        )
+        details = export_flat_tokens(path, out, **_tokens(options), **engine)
         return ExportSummary(self.name, os.fspath(out), details)
 
 
@@ -227,16 +235,10 @@ class Megatron(FlatTokens):
     def _before(self) -> str:
         return " The document-index .npy it wrote before is now --format sample-index."
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.megatron import export_megatron
 
-        details = export_megatron(
-            work.path, out, **_tokens(options), engine=engine, engine_options=engine_options
-        )
+        details = export_megatron(path, out, **_tokens(options), **engine)
         return ExportSummary(self.name, os.fspath(out), details)
 
 
@@ -259,14 +261,10 @@ class SampleIndex(_IntoFolder):
         if not os.fspath(out).endswith(".npy"):  # a .npy file name, or a folder
             super().check(out, options)
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.export import export_sample_index
 
-        path = export_sample_index(work.path, out)
+        path = export_sample_index(path, out)
         return ExportSummary(self.name, os.fspath(out), files=(str(path),))
 
 
@@ -274,14 +272,10 @@ class Mds(_IntoFolder):
     name = "mds"
     help = "a MosaicML streaming dataset in schedule order"
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.mds import export_mds
 
-        return ExportSummary(self.name, os.fspath(out), export_mds(work.path, out))
+        return ExportSummary(self.name, os.fspath(out), export_mds(path, out))
 
 
 class LitData(_IntoFolder):
@@ -292,15 +286,11 @@ class LitData(_IntoFolder):
     )
     options = TopologyOptions
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.litdata_export import export_litdata
 
         details = export_litdata(
-            work.path, out, world_size=options.world_size,
+            path, out, world_size=options.world_size,
             num_workers=options.loader_workers, batch_size=options.loader_batch_size,
         )  # fmt: skip
         return ExportSummary(self.name, os.fspath(out), details)
@@ -311,14 +301,10 @@ class ClusterFolders(_IntoFolder):
     help = "the ClusterClip authors' layout: cluster_<k>/data_<j>.jsonl"
     options = ShardOptions
 
-    def export(
-        self, work: WorkDir, out: PathLike, options: Any, *, engine: str = "local",
-        engine_options: Mapping[str, Any] | None = None,
-    ) -> ExportSummary:  # fmt: skip
-        self._refuse_engine(engine)
+    def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.folders import export_cluster_folders
 
-        details = export_cluster_folders(work.path, out, shard_size=options.shard_size)
+        details = export_cluster_folders(path, out, shard_size=options.shard_size)
         return ExportSummary(self.name, os.fspath(out), details)
 
 
