@@ -27,6 +27,7 @@ import pytest
 
 import clusterclip
 import clusterclip.cluster.assignment
+import clusterclip.dedup.borders
 import clusterclip.dedup.compare
 import clusterclip.dedup.detect
 import clusterclip.dedup.hashes
@@ -334,7 +335,8 @@ def _dedup(workdir: Path, **kwargs):
 def test_dedup_on_ray_equals_local_with_a_worker_killed(
     ray_run, local_clusters, tmp_path, monkeypatch
 ):
-    """Hash, neighbour and cluster tasks on two actors, one killed: the local engine's groups."""
+    """Hash, neighbour, cluster and border tasks on two actors, one killed: the local
+    engine's groups."""
     local_dir = tmp_path / "local"
     shutil.copytree(local_clusters[0], local_dir)
     local = _dedup(local_dir)
@@ -345,7 +347,8 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
     monkeypatch.setattr(clusterclip.dedup.compare, "TASK_SCORES", 50_000)
     monkeypatch.setattr(clusterclip.dedup.detect, "SCORE_BYTES", 4 * N_CLUSTERS * 128)
     monkeypatch.setattr(clusterclip.dedup.stage, "NEIGHBOUR_TASK_ROWS", 512)
-    counted = []  # tasks per map (hashes, neighbours, then comparisons)
+    monkeypatch.setattr(clusterclip.dedup.borders, "TASK_ROWS", 16)
+    counted = []  # tasks per map (hashes, neighbours, comparisons, then border merges)
     original = clusterclip.dedup.stage.map_shards
 
     def counting(tasks, worker, **arguments):
@@ -365,8 +368,9 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
     _kill_a_worker(monkeypatch, clusterclip.dedup.stage, marker)
     ray = _dedup(workdir, engine="ray", engine_options=RAY_OPTIONS)
     assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
-    # 2,700 documents hashed in tasks of 1,000, their rows in tasks of 512; a cluster a task
-    assert counted == [3, 6, N_CLUSTERS]
+    # 2,700 documents hashed in tasks of 1,000, their rows in tasks of 512; a cluster a task;
+    # the groups linked across borders in tasks of about 16 rows
+    assert counted[:3] == [3, 6, N_CLUSTERS] and len(counted) == 4 and counted[3] > 1
     assert local.summary["exact_copies"] > 0
     assert local.summary["groups"] > 10 and local.summary["second_nearest"] == "exact"
     np.testing.assert_array_equal(ray.duplicate_of, local.duplicate_of)

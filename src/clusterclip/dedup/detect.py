@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from clusterclip.dedup.borders import BorderMerged, BorderWork, border_works, merge_linked
 from clusterclip.dedup.compare import ClusterFound, ClusterWork, cluster_works, compare_cluster
 
 if TYPE_CHECKING:
@@ -262,6 +263,7 @@ def find_groups(
     neighbours: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
     compare: Callable[[Iterator[ClusterWork]], Iterable[ClusterFound]] | None = None,
+    merge: Callable[[Iterator[BorderWork]], Iterable[BorderMerged]] | None = None,
 ) -> DuplicateGroups:
     """Near-duplicate groups of the documents with a non-negative label: no chains.
 
@@ -290,6 +292,12 @@ def find_groups(
         (an iterator) with their :class:`~clusterclip.dedup.compare.ClusterFound`,
         in order, e.g. on an engine (:class:`~clusterclip.dedup.compare.CompareWorker`);
         by default :func:`~clusterclip.dedup.compare.compare_cluster` in this process.
+    merge : callable, optional
+        Answers the sets of groups linked across borders
+        (:class:`~clusterclip.dedup.borders.BorderWork`, an iterator) with their
+        :class:`~clusterclip.dedup.borders.BorderMerged`, e.g. on an engine
+        (:class:`~clusterclip.dedup.borders.BorderWorker`); by default
+        :func:`~clusterclip.dedup.borders.merge_linked` in this process.
 
     Returns
     -------
@@ -348,7 +356,7 @@ def find_groups(
     if progress is not None and np.count_nonzero(usable & ~texts):
         progress(int(np.count_nonzero(usable & ~texts)))  # copies: they follow their text
     if neighbours is not None:
-        _merge_across_borders(rows_of, pairs, representative, lowest, texts, threshold)
+        _merge_across_borders(rows_of, pairs, representative, lowest, texts, threshold, merge)
     representative = representative[first]
     return _describe(representative, lowest[representative], rows_of, hashes)
 
@@ -360,52 +368,33 @@ def _merge_across_borders(
     lowest: np.ndarray,
     texts: np.ndarray,
     threshold: float,
+    merge: Callable[[Iterator[BorderWork]], Iterable[BorderMerged]] | None = None,
 ) -> None:
     """Merge groups linked across a cluster border when all their members are near (in place).
 
-    Pairs of groups are taken in order of (lower, higher) representative; a
-    merge keeps the lower one, so every representative stays its group's lowest index.
+    Pairs of groups are taken in order of (lower, higher) representative, one
+    connected set of linked groups at a time (:mod:`clusterclip.dedup.borders`:
+    a set's merges touch no other set); a merge keeps the lower one, so every
+    representative stays its group's lowest index.
     """
-    linked = []
-    for a, b in found:
-        ga, gb = representative[a], representative[b]
-        keep = ga != gb
-        if keep.any():
-            pairs = np.stack([np.minimum(ga, gb)[keep], np.maximum(ga, gb)[keep]], axis=1)
-            linked.append(np.unique(pairs, axis=0))
-    if not linked:
-        return
-    pairs = np.unique(np.concatenate(linked), axis=0)  # sorted by (lower, higher)
-    involved = np.flatnonzero(texts & np.isin(representative, pairs))
-    heads = representative[involved]
-    order = np.argsort(heads, kind="stable")
-    starts = np.flatnonzero(np.r_[True, heads[order][1:] != heads[order][:-1]])
-    members = dict(
-        zip(heads[order][starts].tolist(), np.split(involved[order], starts[1:]), strict=True)
-    )
-    merged_into: dict[int, int] = {}
-
-    def root(head: int) -> int:
-        while head in merged_into:
-            head = merged_into[head]
-        return head
-
-    for low_head, high_head in pairs.tolist():
-        a, b = sorted((root(low_head), root(high_head)))
-        if a == b:
-            continue
-        cross = (
-            np.asarray(rows_of(members[a]), np.float32)
-            @ np.asarray(rows_of(members[b]), np.float32).T
+    works = border_works(found, representative, texts, lowest)
+    if merge is None:
+        answers: Iterable[BorderMerged] = (
+            merge_linked(rows_of, work, threshold=threshold) for work in works
         )
-        worst = float(cross.min())
-        if worst < threshold:
-            continue
-        members[a] = np.sort(np.concatenate((members[a], members.pop(b))))
-        merged_into[b] = a
-        lowest[a] = min(float(lowest[a]), float(lowest[b]), worst)
-    for head in {root(h) for h in merged_into}:
-        representative[members[head]] = head
+    else:
+        answers = merge(iter(works))
+    merged = list(answers)
+    if not merged:
+        return
+    heads = np.concatenate([m.heads for m in merged])
+    into = np.concatenate([m.into for m in merged])
+    lowest[np.concatenate([m.roots for m in merged])] = np.concatenate([m.lowest for m in merged])
+    if heads.size:
+        order = np.argsort(heads)
+        heads, into = heads[order], into[order]
+        moved = np.flatnonzero(texts & np.isin(representative, heads))
+        representative[moved] = into[np.searchsorted(heads, representative[moved])]
 
 
 #: The scores held at once by :func:`second_nearest` (rows x centroids float32).

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.dedup.borders import BorderWorker, border_tasks
 from clusterclip.dedup.compare import CompareWorker, NeighbourWorker, compare_tasks
 from clusterclip.dedup.detect import (
     DuplicateGroups,
@@ -182,11 +183,13 @@ class DedupStage:
             self._compare, partial(CompareWorker, str(work.path.resolve()), options.threshold,
                                    options.block_size),
         )  # fmt: skip
+        merge = partial(self._merge, partial(BorderWorker, str(work.path.resolve()),
+                                             options.threshold))  # fmt: skip
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
             groups = find_groups(
                 embeddings.__getitem__, labels, threshold=options.threshold,
                 block_size=options.block_size, hashes=hashes, neighbours=neighbours,
-                progress=bar.update, compare=compare,
+                progress=bar.update, compare=compare, merge=merge,
             )  # fmt: skip
         compared = time.perf_counter()
         outputs = _write(work, groups)
@@ -229,6 +232,14 @@ class DedupStage:
             out[start : start + part.size] = part
             progress(int(part.size))
         return out
+
+    def _merge(self, worker: Any, works: Any) -> Any:
+        """The border sets' merges from :class:`BorderWorker` tasks on the engine."""
+        found = map_shards(
+            border_tasks(works), worker, engine=self.engine, options=self.ray_options
+        )
+        for _, answers in found:
+            yield from answers
 
     def _compare(self, worker: Any, works: Any) -> Any:
         """The clusters' answers from :class:`CompareWorker` tasks on the engine, in order."""
