@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from clusterclip.cluster import KMeans, assign, assign_matrix, k_means
-from clusterclip.cluster.backends import BACKENDS, resolve_backend
+from clusterclip.cluster.backends import BACKENDS, cuda_device, resolve_backend
 from clusterclip.errors import ClusterClipError
 from clusterclip.io.shards import ShardedMatrix
 
@@ -102,7 +102,13 @@ def test_every_init_is_deterministic(mixture, init):
     assert nmi(y, a.labels_) > 0.8
 
 
-@pytest.mark.parametrize("backend", [b for b in BACKENDS if b not in ("auto", "fastest")])
+#: Every concrete backend this machine runs (torch-cuda where torch sees a GPU; on a CPU
+#: machine its code runs through ``test_the_cuda_code_path_on_the_cpu_gives_the_fp32_answer``).
+RUNNABLE = [b for b in BACKENDS if b not in ("auto", "fastest")
+            and (b != "torch-cuda" or cuda_device() is not None)]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", RUNNABLE)
 def test_backends_agree_on_separated_data(mixture, backend):
     X, _ = mixture
     reference = KMeans(12, seed=0, backend="numpy").fit(X)
@@ -149,6 +155,44 @@ def test_torch_two_level_argmax_and_fused_sums(n_centroids, precision):
     np.add.at(reference, labels, X.astype(np.float64))
     np.testing.assert_allclose(sums, reference, atol=1e-4)
     assert np.array_equal(engine.top1(engine.prepare(X), C)[0], labels)  # same without sums
+
+
+def test_the_cuda_code_path_on_the_cpu_gives_the_fp32_answer(mixture):
+    """torch-cuda is torch-fp32 on another device with the sums taken on the host: run
+    with device="cpu" and the host sums, it picks the same labels and scores as
+    torch-fp32, its sums are the rows' sums, and a whole fit reaches the same objective."""
+    from clusterclip.cluster.backends import TorchBackend, get_backend
+
+    X, _ = mixture
+    device_path = TorchBackend("fp32", device="cpu", fused=False)
+    fused = get_backend("torch-fp32")
+    centroids = KMeans(12, seed=0, backend="numpy").fit(X).cluster_centers_
+    labels, scores, sums = device_path.assign_and_sum(device_path.prepare(X), X, centroids)
+    same_labels, same_scores, _ = fused.assign_and_sum(fused.prepare(X), X, centroids)
+    np.testing.assert_array_equal(labels, same_labels)
+    np.testing.assert_array_equal(scores, same_scores)
+    reference = np.zeros_like(centroids, dtype=np.float64)
+    np.add.at(reference, labels, X.astype(np.float64))
+    np.testing.assert_allclose(sums, reference, atol=1e-4)
+
+
+def test_auto_picks_the_gpu_where_torch_sees_one(monkeypatch):
+    import clusterclip.cluster.backends as backends
+
+    monkeypatch.setattr(backends, "cuda_device", lambda: "NVIDIA H200")
+    assert backends.auto_rule() == ("torch-cuda", "CUDA device NVIDIA H200, torch installed")
+    monkeypatch.setattr(backends, "cuda_device", lambda: None)
+    assert backends.auto_rule()[0] != "torch-cuda"
+
+
+def test_torch_cuda_without_a_gpu_says_what_to_pass_instead():
+    from clusterclip.cluster.backends import TorchBackend
+
+    if cuda_device() is not None:  # a GPU machine: the backend is there to use
+        assert TorchBackend("fp32", device="cuda").name == "torch-cuda"
+        return
+    with pytest.raises(ClusterClipError, match="--backend torch-fp32"):
+        KMeans(4, seed=0, backend="torch-cuda").fit(np.eye(8, dtype=np.float32))
 
 
 def test_predict_streams_in_batches_and_matches_assign(mixture):

@@ -24,11 +24,18 @@ Backends
     exact fp32 products (oneDNN / OpenBLAS).
 ``torch``
     ``torch-bf16`` on CPUs with AMX-BF16, else ``torch-fp32``.
+``torch-cuda``
+    exact fp32 products on the first CUDA device (TF32 off), the same blocked
+    arg-max as the CPU torch backends; the M-step's sums are taken on the host
+    (a CUDA ``index_add_`` adds in no fixed order, so its bits could vary
+    between runs). The same code runs on the CPU with ``device="cpu"``, which is
+    how the tests check it on a machine without a GPU.
 ``auto`` (the default)
     a fixed rule of the machine type, never a timing (:func:`auto_rule`):
-    ``torch-bf16`` on CPUs with native bf16 (AMX-BF16 or AVX512-BF16) when torch
-    is installed, else ``faiss`` when installed (with its OpenBLAS on fast
-    kernels), else ``torch-fp32``, else ``numpy``. So the same command on the same
+    ``torch-cuda`` when torch sees a CUDA device, else ``torch-bf16`` on CPUs
+    with native bf16 (AMX-BF16 or AVX512-BF16) when torch is installed, else
+    ``faiss`` when installed (with its OpenBLAS on fast kernels), else
+    ``torch-fp32``, else ``numpy``. So the same command on the same
     inputs gives the same labels on every run of one machine type (CPU model,
     core count, library versions), whatever the load and whatever is cached.
 ``fastest``
@@ -54,11 +61,11 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import invalid, require_extra
+from clusterclip.errors import ClusterClipError, invalid, require_extra
 
 __all__ = ["BACKENDS", "Backend", "auto_rule", "get_backend", "resolve_backend"]
 
-BACKENDS = ("auto", "fastest", "faiss", "torch", "torch-bf16", "torch-fp32", "numpy")
+BACKENDS = ("auto", "fastest", "faiss", "torch", "torch-bf16", "torch-fp32", "torch-cuda", "numpy")
 
 #: Bytes of scores held at once by the blocked products (bounds memory).
 _SCORE_BLOCK_BYTES = 64 << 20
@@ -89,6 +96,23 @@ def native_bf16() -> list[str]:
     return [name for name in ("amx_bf16", "avx512_bf16") if name in cpu_flags()]
 
 
+def cuda_device() -> str | None:
+    """The name of the CUDA device torch would use, or None (no GPU, or no CUDA torch).
+
+    Imports torch only where an NVIDIA driver is loaded, so a CPU machine pays nothing.
+
+    >>> cuda_device() is None or isinstance(cuda_device(), str)
+    True
+    """
+    import os
+
+    if not _has("torch") or not os.path.exists("/proc/driver/nvidia/version"):
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
 def auto_rule() -> tuple[str, str]:
     """The backend ``auto`` stands for on this machine, and why.
 
@@ -102,13 +126,16 @@ def auto_rule() -> tuple[str, str]:
     Returns
     -------
     backend : str
-        ``torch-bf16``, ``faiss``, ``torch-fp32`` or ``numpy``.
+        ``torch-cuda``, ``torch-bf16``, ``faiss``, ``torch-fp32`` or ``numpy``.
     why : str
         The facts that chose it, e.g. ``'native bf16 (amx_bf16), torch installed'``.
 
-    >>> auto_rule()[0] in ("torch-bf16", "faiss", "torch-fp32", "numpy")
+    >>> auto_rule()[0] in ("torch-cuda", "torch-bf16", "faiss", "torch-fp32", "numpy")
     True
     """
+    gpu = cuda_device()
+    if gpu is not None:
+        return "torch-cuda", f"CUDA device {gpu}, torch installed"
     bf16 = native_bf16()
     torch = _has("torch")
     if torch and bf16:
@@ -242,18 +269,28 @@ class TorchBackend(Backend):
     towards the lowest index).
     """
 
-    def __init__(self, precision: str) -> None:
+    def __init__(self, precision: str, device: str = "cpu", *, fused: bool | None = None) -> None:
         self.torch = require_extra("torch", "torch")
         self.precision = precision
-        self.name = f"torch-{precision}"
+        self.device = device
+        # Sums fused into the E-step (index_add_) on the CPU only: see the module docstring.
+        self.fused = device == "cpu" if fused is None else fused
+        self.name = "torch-cuda" if device.startswith("cuda") else f"torch-{precision}"
         self.dtype = self.torch.bfloat16 if precision == "bf16" else self.torch.float32
+        if device.startswith("cuda") and not self.torch.cuda.is_available():
+            raise ClusterClipError(
+                "backend torch-cuda: torch sees no CUDA device in this process (on Ray: give "
+                "the workers GPUs with --num-gpus-per-worker). Pass --backend torch-fp32 "
+                "to run on the CPU."
+            )
 
     @property
     def exact_scores(self) -> bool:
         return self.precision == "fp32"
 
     def prepare(self, X: np.ndarray) -> Any:
-        return self.torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).to(self.dtype)
+        rows = self.torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        return rows.to(device=self.device, dtype=self.dtype)
 
     def top1(self, prepared: Any, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         labels, scores, _ = self._blocked(prepared, centroids, None)
@@ -262,9 +299,12 @@ class TorchBackend(Backend):
     def assign_and_sum(
         self, prepared: Any, X: np.ndarray, centroids: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fused: each block's rows are added to their centroid's sum right after
-        its arg-max, while they are still in cache (``index_add_``, rows in order,
-        so deterministic)."""
+        """Fused on the CPU: each block's rows are added to their centroid's sum right
+        after its arg-max, while they are still in cache (``index_add_``, rows in
+        order, so deterministic); elsewhere the sums are taken on the host."""
+        if not self.fused:
+            labels, scores = self.top1(prepared, centroids)
+            return labels, scores, self.centroid_sums(prepared, X, labels, len(centroids))
         return self._blocked(prepared, centroids, np.ascontiguousarray(X, dtype=np.float32))
 
     def _blocked(
@@ -282,10 +322,10 @@ class TorchBackend(Backend):
         padding = groups * width - n_centroids
         padded = np.concatenate([centroids, np.repeat(centroids[:1], padding, axis=0)])
         transposed = torch.from_numpy(np.ascontiguousarray(padded, dtype=np.float32))
-        transposed = transposed.to(self.dtype).T.contiguous()
+        transposed = transposed.to(device=self.device, dtype=self.dtype).T.contiguous()
         n = prepared.shape[0]
-        labels = torch.empty(n, dtype=torch.int64)
-        scores = torch.empty(n, dtype=torch.float32)
+        labels = torch.empty(n, dtype=torch.int64, device=self.device)
+        scores = torch.empty(n, dtype=torch.float32, device=self.device)
         sums = None
         if rows_fp32 is not None:
             source = torch.from_numpy(rows_fp32)
@@ -293,8 +333,8 @@ class TorchBackend(Backend):
         itemsize = 2 if self.precision == "bf16" else 4
         step = min(65536, max(256, _ARGMAX_BLOCK_BYTES // (groups * width * itemsize)))
         # Reused output buffers: a fresh multi-MiB tensor per block is page-faulted in.
-        buffer = torch.empty((min(step, n), groups * width), dtype=self.dtype)
-        column_max = torch.empty((min(step, n), width), dtype=self.dtype)
+        buffer = torch.empty((min(step, n), groups * width), dtype=self.dtype, device=self.device)
+        column_max = torch.empty((min(step, n), width), dtype=self.dtype, device=self.device)
         with torch.inference_mode():
             for start in range(0, n, step):
                 rows = min(step, n - start)
@@ -313,7 +353,8 @@ class TorchBackend(Backend):
                 scores[start : start + rows] = best.float()
                 if sums is not None:
                     sums.index_add_(0, where, source[start : start + rows])
-        return labels.numpy(), scores.numpy(), None if sums is None else sums.numpy()
+        labels, scores = labels.cpu().numpy(), scores.cpu().numpy()
+        return labels, scores, None if sums is None else sums.numpy()
 
 
 @functools.cache
@@ -330,4 +371,6 @@ def get_backend(name: str) -> Backend:
         return TorchBackend("bf16")
     if resolved == "torch-fp32":
         return TorchBackend("fp32")
+    if resolved == "torch-cuda":
+        return TorchBackend("fp32", device="cuda")
     return NumpyBackend()

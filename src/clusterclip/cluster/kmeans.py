@@ -55,7 +55,7 @@ THREAD_PROBE_ROWS = 16384
 #: may choose the thread count (``tests/abuse/test_reproducible.py`` checks each one).
 #: Not torch-fp32: MKL's product of a one-row block differs in the last bit between
 #: one thread and two, which can move a near-tie.
-THREAD_INVARIANT = ("numpy", "faiss", "torch-bf16")
+THREAD_INVARIANT = ("numpy", "faiss", "torch-bf16", "torch-cuda")
 
 
 def lloyd_threads(engine: Any, sample: np.ndarray, centroids: np.ndarray) -> dict[str, Any]:

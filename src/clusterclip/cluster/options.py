@@ -40,7 +40,8 @@ class ClusterOptions:
     n_init: int = option(1, "Seedings + fits; the best objective is kept.", kind="int", minimum=1)
     backend: str = option(
         "auto",
-        "E-step backend (auto: fixed by the CPU's bf16 support and the installed libraries, "
+        "E-step backend (auto: a CUDA device if torch sees one, else fixed by the CPU's bf16 "
+        "support and the installed libraries, "
         "never by a timing, so reruns give the same labels; fastest: the fastest measured "
         "on this machine, whose pick, and labels at near-ties, may change between probes).",
         choices=BACKENDS,

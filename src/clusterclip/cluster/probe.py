@@ -44,7 +44,13 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.cluster.backends import auto_rule, get_backend, native_bf16, resolve_backend
+from clusterclip.cluster.backends import (
+    auto_rule,
+    cuda_device,
+    get_backend,
+    native_bf16,
+    resolve_backend,
+)
 from clusterclip.threads import available_cpus
 
 __all__ = [
@@ -151,7 +157,8 @@ def available_candidates() -> list[str]:
     """The backends worth timing on this machine, cheapest to import first.
 
     ``numpy`` always; ``faiss`` and ``torch-fp32`` when installed; ``torch-bf16``
-    when torch is installed and the CPU has AMX-BF16 or AVX512-BF16.
+    when torch is installed and the CPU has AMX-BF16 or AVX512-BF16; ``torch-cuda``
+    when torch sees a CUDA device.
     """
     import importlib.util
 
@@ -162,6 +169,8 @@ def available_candidates() -> list[str]:
         names.append("torch-fp32")
         if native_bf16():
             names.append("torch-bf16")
+        if cuda_device() is not None:
+            names.append("torch-cuda")
     return names
 
 
