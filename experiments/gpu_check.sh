@@ -151,6 +151,7 @@ EOF
 case "${1:-}" in
   --pack) pack ;;
   --stage) stage ;;
+  --install) PYTHONPATH=${PYTHONPATH:-}; PY=${PY:-python3}; stage >/dev/null; install_bundle ;;  # for benchmarks/gpu_check.sh
   ""|-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
   *) run_size "$1" ;;
 esac
