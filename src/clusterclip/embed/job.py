@@ -325,12 +325,7 @@ def _run_embed(
 ) -> StageOutput:
     start_time = time.perf_counter()
     workdir = work.path
-    spec = EncoderSpec(
-        encoder=options.encoder, model=options.model, max_length=options.max_length,
-        batch_size=options.batch_size, device=options.device,
-        trust_remote_code=options.trust_remote_code, precision=options.precision,
-        runtime=options.runtime, state_dir=str(workdir.resolve()), seed=options.seed,
-    )  # fmt: skip
+    spec = encoder_spec(work, options)
     plan = _Plan(work, options.shard_size)
     if not resume or not _same_sources(plan, stage.sources):
         _clear(work)
@@ -394,6 +389,16 @@ def _run_embed(
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
+
+
+def encoder_spec(work: WorkDir, options: EmbedOptions) -> EncoderSpec:
+    """The encoder the options describe, its state (a TF-IDF fit) in ``work``."""
+    return EncoderSpec(
+        encoder=options.encoder, model=options.model, max_length=options.max_length,
+        batch_size=options.batch_size, device=options.device,
+        trust_remote_code=options.trust_remote_code, precision=options.precision,
+        runtime=options.runtime, state_dir=str(work.path.resolve()), seed=options.seed,
+    )  # fmt: skip
 
 
 def _listed_counts(counts: Counter[str]) -> dict[str, int]:
@@ -477,12 +482,20 @@ def _dataset(stage: EmbedStage) -> Any:
 
 
 def _embed_shards(
-    plan: _Plan, reads: ReadPlan, spec: EncoderSpec, stage: EmbedStage, options: EmbedOptions
+    plan: _Plan,
+    reads: ReadPlan,
+    spec: EncoderSpec,
+    stage: EmbedStage,
+    options: EmbedOptions,
+    *,
+    after: tuple[int, int] = (0, 0),
 ) -> tuple[dict[str, int], ReadStats, dict[int, str]]:
     """Run every shard task on the engine; the tasks read, embed and write, the driver counts.
 
     A finished shard (its fragment and its part present, with its row count) is
-    read again for the statistics but neither embedded nor written.
+    read again for the statistics but neither embedded nor written. ``after``:
+    ``(shards, documents)`` already in the work directory that these follow (files
+    added to a finished stage: their shards and indices continue the stage's).
     """
     found = ReadStats(blank_lines=reads.blank_lines)
     stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
@@ -491,6 +504,10 @@ def _embed_shards(
 
     def tasks() -> Iterator[tuple[int, ShardTask]]:
         for task in reads.shards(plan.shard_size):
+            if after != (0, 0):
+                task = dataclasses.replace(
+                    task, shard=task.shard + after[0], first_index=task.first_index + after[1]
+                )
             stats["shards"] += 1
             if plan.finished(task.shard, task.rows):
                 stats["resumed"] += 1

@@ -1,0 +1,185 @@
+"""Embed files added to a finished embed stage: only them, after the documents already there.
+
+The added files become new shards (:class:`~clusterclip.io.readplan.ShardTask`) whose
+numbers continue the stage's parts and whose global document indices continue its
+index, embedded on the engine by the same :class:`~clusterclip.embed.worker.ShardWorker`
+and encoder (the manifest's settings; a TF-IDF fit is reused, not redone). The
+existing parts are not touched; ``documents.parquet`` and ``rejects.jsonl`` are
+extended (:meth:`~clusterclip.io.artifacts.DocumentsArtifact.extend`).
+
+A document's row and index entry are what a from-scratch embed of the union would
+write for it (each document is embedded alone); only the cut into parts differs:
+the added shards start a new part after the stage's last one, which may be short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from clusterclip.embed.encoders import get_encoder
+from clusterclip.embed.job import (
+    EmbedStage,
+    _embed_shards,
+    _listed_counts,
+    _located,
+    _Plan,
+    _remove_own,
+    encoder_spec,
+)
+from clusterclip.embed.options import EmbedOptions
+from clusterclip.embed.static import ensure_static_model
+from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir, corpus_key
+from clusterclip.io.readplan import plan_reads
+
+__all__ = ["embed_added", "recorded_options"]
+
+
+def recorded_options(entry: dict[str, Any]) -> EmbedOptions:
+    """The options a finished embed stage ran with (its manifest ``config``), as recorded.
+
+    >>> recorded_options({"config": {"encoder": "static"}}).encoder
+    'static'
+    """
+    names = {field.name for field in dataclasses.fields(EmbedOptions)}
+    config = entry.get("config", {})
+    return EmbedOptions(**{name: value for name, value in config.items() if name in names})
+
+
+def embed_added(
+    work: WorkDir, entry: dict[str, Any], stage: EmbedStage
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Embed ``stage``'s files after the documents of the finished embed ``entry``.
+
+    The caller holds the work directory's lock, has checked the files are new, and
+    records the returned entry.
+
+    Parameters
+    ----------
+    work : WorkDir
+    entry : dict
+        The embed stage's complete manifest entry.
+    stage : EmbedStage
+        The added files (``stage.paths``, named ``stage.sources``) and the engine.
+
+    Returns
+    -------
+    (dict, dict)
+        The embed entry over the union (sources, inputs, located, counts, outputs,
+        summary) and what was added (``documents``, ``first_index``, ``shards``,
+        ``embedded_docs``, ``counts``).
+
+    Examples
+    --------
+    >>> entry, added = embed_added(work, work.require("embed"), EmbedStage(["new.jsonl"]))  # doctest: +SKIP
+    >>> added["first_index"], added["documents"]  # doctest: +SKIP
+    (31102, 1200)
+    """
+    started = time.perf_counter()
+    options = recorded_options(entry)
+    config = stage.resolved(entry.get("config", {}), entry)
+    for name in ("device", "precision", "runtime"):  # as the stage resolved them
+        if name in config:
+            options = dataclasses.replace(options, **{name: config[name]})
+    plan = _Plan(work, options.shard_size)
+    old_shards = int(entry.get("summary", {}).get("shards", len(plan.embeddings.part_paths())))
+    old_documents = work.n_documents()
+    _remove_after(plan, old_shards)  # left by an add that stopped before its record
+    reads = plan_reads(stage.paths, engine=stage.engine, options=stage.ray_options)
+    if reads.n_records == 0:
+        raise ClusterClipError(
+            f"{', '.join(stage.sources)} hold no record. Name files with records to add."
+        )
+    spec = encoder_spec(work, options)
+    if options.encoder == "static":
+        ensure_static_model(spec)
+    if options.encoder == "tfidf" and not work.exists("tfidf"):
+        raise ClusterClipError(
+            f"the TF-IDF fit of {work.path} is missing, so new files cannot be embedded like "
+            "the others. Re-embed every file: `clusterclip run INPUT... --workdir W`."
+        )
+    dim = get_encoder(spec).dim
+    stats, stream, parts = _embed_shards(
+        plan, reads, spec, stage, options, after=(old_shards, old_documents)
+    )
+    n_shards = old_shards + stats["shards"]
+    counts = plan.documents.extend(old_shards, stats["shards"])
+    _remove_own(plan.state, "index-*.parquet")
+    total = _listed_counts(_sum_counts(entry.get("counts", {}), counts))
+    added = {
+        "documents": reads.n_records,
+        "first_index": old_documents,
+        "shards": stats["shards"],
+        "embedded_docs": stats["embedded_docs"],
+        "counts": _listed_counts(counts),
+        "dim": dim,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return _union_entry(work, entry, stage, total, n_shards, parts, stream), added
+
+
+def _remove_after(plan: _Plan, first: int) -> None:
+    """Delete parts and fragments of shards ``first`` and later (the stage ends before them)."""
+    for path in plan.embeddings.part_paths():
+        if int(path.stem.removeprefix("part-")) >= first:
+            path.unlink()
+    for path in plan.documents.fragment_paths():
+        path.unlink()
+
+
+def _sum_counts(old: dict[str, int], new: Any) -> Any:
+    from collections import Counter
+
+    total: Counter[str] = Counter({status: int(n) for status, n in old.items()})
+    total.update(new)
+    return total
+
+
+def _union_entry(
+    work: WorkDir,
+    entry: dict[str, Any],
+    stage: EmbedStage,
+    counts: dict[str, int],
+    n_shards: int,
+    parts: dict[int, str],
+    stream: Any,
+) -> dict[str, Any]:
+    """The embed entry of the union: the old one with the added files, counts and outputs."""
+    old_sources = list(entry.get("sources", []))
+    inputs = dict(entry.get("inputs", {}))
+    added_inputs = stage.inputs(work, recorded_options(entry))  # cached: hashed by the checks
+    for position in range(len(stage.sources)):
+        inputs[corpus_key(len(old_sources) + position)] = added_inputs[corpus_key(position)]
+    old_located = list(entry.get("located") or [])
+    old_located += [{}] * (len(old_sources) - len(old_located))  # an entry of an older version
+    plan = _Plan(work, 1)
+    summary = dict(entry.get("summary", {}))
+    summary.update(
+        documents=sum(counts.values()),
+        counts=counts,
+        shards=n_shards,
+        blank_lines=int(summary.get("blank_lines", 0)) + stream.blank_lines,
+        bytes={
+            "embeddings": sum(plan.embeddings.part_path(s).stat().st_size for s in range(n_shards)),
+            "documents": plan.documents.path.stat().st_size,
+            "rejects": plan.documents.rejects_path.stat().st_size,
+        },
+    )
+    outputs = {
+        **entry.get("outputs", {}),
+        "documents": plan.documents.fingerprint(),
+        "embeddings": plan.embeddings.fingerprint(n_shards, known=parts),
+    }
+    return {
+        **entry,
+        "sources": [*old_sources, *stage.sources],
+        "inputs": inputs,
+        "located": [*old_located, *_located(work, [Path(p) for p in stage.paths])],
+        "counts": counts,
+        "outputs": outputs,
+        "summary": summary,
+        "complete": True,
+    }
