@@ -179,3 +179,47 @@ def test_a_corpus_file_changed_since_embedded_is_refused(root):
 def test_the_cli_refusal_names_the_file(root, capsys):
     assert main(["add", "a.jsonl", "--workdir", "old"]) == 2
     assert "a.jsonl is already part of the corpus" in capsys.readouterr().err
+
+
+def test_dedup_reruns_over_the_union_after_add(root):
+    _cli("add", "b.jsonl", "--workdir", "old")
+    grouped = [flag for flag in FLAGS if flag not in ("--duplicates", "off")]
+    printed = _cli("run", "a.jsonl", "b.jsonl", "--workdir", "old", *grouped)
+    assert "embed skipped, cluster skipped, dedup ran, schedule ran" in printed
+    assert len(WorkDir(root / "old").duplicate_of()) == N_OLD + N_NEW
+
+
+def test_hierarchical_clusters_assign_the_new_documents_down_the_tree(root):
+    _cli("run", "a.jsonl", "--workdir", "tree", *FLAGS, "--levels", "2")
+    _cli("add", "b.jsonl", "--workdir", "tree")
+    work = WorkDir(root / "tree")
+    labels, levels, tree = work.labels(), work.levels(), work.cluster_tree()
+    assert levels.shape == (N_OLD + N_NEW, 1)
+    np.testing.assert_array_equal(levels, tree.ancestors(labels))
+    from clusterclip.cluster.hierarchical import Tree
+
+    rows = work.embeddings()[N_OLD:].astype(np.float32)
+    descent = Tree(tree.centroids, tree.parents)
+    expected, _ = descent.assign(rows, beam=work.require("cluster")["config"]["beam"])
+    np.testing.assert_array_equal(labels[N_OLD:], expected)
+
+
+def test_an_add_stopped_half_way_is_refused_and_run_re_embeds_the_union(root, monkeypatch):
+    import clusterclip.grow
+    from clusterclip.io.artifacts import DocumentsArtifact as Documents
+
+    def stop(self, first_task, n_tasks):
+        raise KeyboardInterrupt  # as Ctrl-C after the new shards were written
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Documents, "extend", stop)
+        with pytest.raises(KeyboardInterrupt):
+            clusterclip.grow.add("b.jsonl", workdir=root / "old")
+    with pytest.raises(ClusterClipError, match="an earlier `clusterclip add` of b.jsonl"):
+        clusterclip.grow.add("b.jsonl", workdir=root / "old")
+    printed = _cli("run", "a.jsonl", "b.jsonl", "--workdir", "old", *FLAGS)
+    assert "embed ran" in printed
+    grown, scratch = WorkDir(root / "old"), WorkDir(root / "scratch")
+    assert grown.embeddings()[:].tobytes() == scratch.embeddings()[:].tobytes()
+    assert _parts(root / "old") == _parts(root / "scratch")
+    np.testing.assert_array_equal(grown.labels(), scratch.labels())

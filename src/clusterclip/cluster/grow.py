@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.cluster.assignment import assign_files
+from clusterclip.cluster.hierarchical import Tree
 from clusterclip.cluster.stage import cluster_summary
 from clusterclip.engines import resolve_options
 from clusterclip.io import WorkDir, check_upstream
@@ -51,10 +52,9 @@ class FittedClusters:
             return None
         if check_upstream(work.path, "cluster", entry.get("inputs", {})):
             return None
-        return cls(
-            dict(entry), work.labels(), work.scores(), work.levels(), work.centroids(),
-            work.cluster_tree(),
-        )  # fmt: skip
+        stored = work.cluster_tree()  # plain arrays; the stage's Tree also assigns
+        tree = None if stored is None else Tree(stored.centroids, stored.parents)
+        return cls(dict(entry), work.labels(), work.scores(), work.levels(), work.centroids(), tree)
 
 
 def assign_added(
