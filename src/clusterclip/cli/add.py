@@ -20,7 +20,8 @@ DESCRIPTION = (
 EXAMPLE = """examples:
   clusterclip add new/*.jsonl.gz --workdir w              # assign to the existing centroids
   clusterclip add more.parquet --workdir w --refit        # rerun k-means over the union
-  clusterclip run data/*.jsonl.gz new/*.jsonl.gz --workdir w --n-clusters 100 --epochs 3
+  clusterclip run data/*.jsonl.gz new/*.jsonl.gz --workdir w --n-clusters 100 \\
+      --epochs 3 --max-repeats 6                         # embeds nothing; schedules all
 """
 
 
