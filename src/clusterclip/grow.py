@@ -137,7 +137,7 @@ def _add_locked(
 def _engine_options(stage: Any) -> dict[str, Any] | None:
     """The Ray settings of ``stage`` as ``engine_options`` (None for the local engine)."""
     options = stage.ray_options
-    return None if options is None else dataclasses.asdict(options)
+    return None if options is None else options.engine_options()
 
 
 def _finished_embed(work: WorkDir) -> dict[str, Any]:
