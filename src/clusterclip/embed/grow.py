@@ -22,12 +22,12 @@ from typing import Any
 from clusterclip.embed.encoders import get_encoder
 from clusterclip.embed.job import (
     EmbedStage,
-    _embed_shards,
-    _listed_counts,
-    _located,
-    _Plan,
-    _remove_own,
+    TaskFiles,
+    embed_shards,
     encoder_spec,
+    listed_counts,
+    located_paths,
+    remove_own,
 )
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.static import ensure_static_model
@@ -84,7 +84,7 @@ def embed_added(
     for name in ("device", "precision", "runtime"):  # as the stage resolved them
         if name in config:
             options = dataclasses.replace(options, **{name: config[name]})
-    plan = _Plan(work, options.shard_size)
+    plan = TaskFiles(work, options.shard_size)
     old_shards = int(entry.get("summary", {}).get("shards", len(plan.embeddings.part_paths())))
     old_documents = work.n_documents()
     _remove_after(plan, old_shards)  # left by an add that stopped before its record
@@ -102,26 +102,26 @@ def embed_added(
             "the others. Re-embed every file: `clusterclip run INPUT... --workdir W`."
         )
     dim = get_encoder(spec).dim
-    stats, stream, parts = _embed_shards(
+    stats, stream, parts = embed_shards(
         plan, reads, spec, stage, options, after=(old_shards, old_documents)
     )
     n_shards = old_shards + stats["shards"]
     counts = plan.documents.extend(old_shards, stats["shards"])
-    _remove_own(plan.state, "index-*.parquet")
-    total = _listed_counts(_sum_counts(entry.get("counts", {}), counts))
+    remove_own(plan.state, "index-*.parquet")
+    total = listed_counts(_sum_counts(entry.get("counts", {}), counts))
     added = {
         "documents": reads.n_records,
         "first_index": old_documents,
         "shards": stats["shards"],
         "embedded_docs": stats["embedded_docs"],
-        "counts": _listed_counts(counts),
+        "counts": listed_counts(counts),
         "dim": dim,
         "seconds": round(time.perf_counter() - started, 3),
     }
     return _union_entry(work, entry, stage, total, n_shards, parts, stream), added
 
 
-def _remove_after(plan: _Plan, first: int) -> None:
+def _remove_after(plan: TaskFiles, first: int) -> None:
     """Delete parts and fragments of shards ``first`` and later (the stage ends before them)."""
     for path in plan.embeddings.part_paths():
         if int(path.stem.removeprefix("part-")) >= first:
@@ -155,7 +155,7 @@ def _union_entry(
         inputs[corpus_key(len(old_sources) + position)] = added_inputs[corpus_key(position)]
     old_located = list(entry.get("located") or [])
     old_located += [{}] * (len(old_sources) - len(old_located))  # an entry of an older version
-    plan = _Plan(work, 1)
+    plan = TaskFiles(work, 1)
     summary = dict(entry.get("summary", {}))
     summary.update(
         documents=sum(counts.values()),
@@ -177,7 +177,7 @@ def _union_entry(
         **entry,
         "sources": [*old_sources, *stage.sources],
         "inputs": inputs,
-        "located": [*old_located, *_located(work, [Path(p) for p in stage.paths])],
+        "located": [*old_located, *located_paths(work, [Path(p) for p in stage.paths])],
         "counts": counts,
         "outputs": outputs,
         "summary": summary,

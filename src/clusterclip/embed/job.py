@@ -94,7 +94,7 @@ class EmbedResult:
 # --------------------------------------------------------------------------- plan / state
 
 
-class _Plan:
+class TaskFiles:
     """The task files of one work directory (through their artifacts) and resume checks."""
 
     def __init__(self, work: WorkDir, shard_size: int) -> None:
@@ -113,13 +113,13 @@ class _Plan:
 
 def _clear(work: WorkDir) -> None:
     """Delete this stage's files, and only them (a folder is removed once it is empty)."""
-    _remove_own(work.path_of("embed_state"), "index-*.parquet")
-    _remove_own(work.path_of("embeddings"), "part-*.npy")
+    remove_own(work.path_of("embed_state"), "index-*.parquet")
+    remove_own(work.path_of("embeddings"), "part-*.npy")
     for artifact in ("documents", "rejects", "tfidf"):
         work.path_of(artifact).unlink(missing_ok=True)
 
 
-def _remove_own(folder: Path, pattern: str) -> None:
+def remove_own(folder: Path, pattern: str) -> None:
     """Delete ``folder``'s files named ``pattern`` and their temp files, then ``folder`` if empty."""
     if not folder.is_dir():
         return
@@ -303,7 +303,7 @@ class EmbedStage:
         """Record where the (unchanged) corpus is now, when that is not where it was last seen."""
         if not self.paths:
             return None
-        located = _located(work, self.paths)
+        located = located_paths(work, self.paths)
         if entry.get("located") == located:
             return None
         moved = [str(p) for p in self.paths] != list(map(str, entry.get("sources", [])))
@@ -326,7 +326,7 @@ def _run_embed(
     start_time = time.perf_counter()
     workdir = work.path
     spec = encoder_spec(work, options)
-    plan = _Plan(work, options.shard_size)
+    plan = TaskFiles(work, options.shard_size)
     if not resume or not _same_sources(plan, stage.sources):
         _clear(work)
     for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
@@ -339,7 +339,7 @@ def _run_embed(
     if n_documents == 0:
         raise no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
     local = _prepare_encoder(work, options, spec, stage, reads)
-    stats, stream, part_fingerprints = _embed_shards(plan, reads, spec, stage, options)
+    stats, stream, part_fingerprints = embed_shards(plan, reads, spec, stage, options)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -349,7 +349,7 @@ def _run_embed(
     elapsed = time.perf_counter() - start_time
     summary = {
         "documents": n_documents,
-        "counts": _listed_counts(counts),
+        "counts": listed_counts(counts),
         "dim": local.dim,
         "shards": n_shards,
         "shards_resumed": stats["resumed"],
@@ -374,7 +374,7 @@ def _run_embed(
     record = {
         "sources": list(stage.sources),
         "inputs_root": work.inputs_root(),  # where relative source names are rooted
-        "located": _located(work, stage.paths),
+        "located": located_paths(work, stage.paths),
         "engine": stage.engine,
         "counts": summary["counts"],
         "dim": local.dim,
@@ -385,7 +385,7 @@ def _run_embed(
             "scikit-learn", "tokenizers",
         ),
     }  # fmt: skip
-    _remove_own(plan.state, "index-*.parquet")
+    remove_own(plan.state, "index-*.parquet")
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
@@ -401,7 +401,7 @@ def encoder_spec(work: WorkDir, options: EmbedOptions) -> EncoderSpec:
     )  # fmt: skip
 
 
-def _listed_counts(counts: Counter[str]) -> dict[str, int]:
+def listed_counts(counts: Counter[str]) -> dict[str, int]:
     """Documents by status: every reader status, then ``zero_vector`` when a document has it.
 
     Listed only when present, so that the summary of a corpus without one reads as before.
@@ -411,7 +411,7 @@ def _listed_counts(counts: Counter[str]) -> dict[str, int]:
     return listed
 
 
-def _located(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:
+def located_paths(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:
     """Where each corpus file is now: its absolute path, and from the work directory (when
     copied together). Never a path relative to a current directory, which another command
     may not share (a same-named file there must not stand in for the corpus)."""
@@ -435,7 +435,7 @@ def _inside_as_relative(record: dict[str, Any], workdir: Path) -> dict[str, Any]
     return out
 
 
-def _same_sources(plan: _Plan, sources: list[str]) -> bool:
+def _same_sources(plan: TaskFiles, sources: list[str]) -> bool:
     """Whether the finished shards of an interrupted run name the same source files.
 
     A corpus moved between the interruption and the resume would otherwise
@@ -481,8 +481,8 @@ def _dataset(stage: EmbedStage) -> Any:
     return None if stage.paths else stage.source
 
 
-def _embed_shards(
-    plan: _Plan,
+def embed_shards(
+    plan: TaskFiles,
     reads: ReadPlan,
     spec: EncoderSpec,
     stage: EmbedStage,
