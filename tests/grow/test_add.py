@@ -223,3 +223,23 @@ def test_an_add_stopped_half_way_is_refused_and_run_re_embeds_the_union(root, mo
     assert grown.embeddings()[:].tobytes() == scratch.embeddings()[:].tobytes()
     assert _parts(root / "old") == _parts(root / "scratch")
     np.testing.assert_array_equal(grown.labels(), scratch.labels())
+
+
+def test_two_additions_in_turn_are_recorded_and_continue_the_index(root):
+    import clusterclip.grow
+
+    lines = (root / "b.jsonl").read_text("utf-8").splitlines(keepends=True)
+    (root / "b1.jsonl").write_text("".join(lines[:150]), "utf-8")
+    (root / "b2.jsonl").write_text("".join(lines[150:]), "utf-8")
+    first = clusterclip.grow.add("b1.jsonl", workdir=root / "old")
+    second = clusterclip.grow.add("b2.jsonl", workdir=root / "old")
+    assert (first["first_index"], second["first_index"]) == (N_OLD, N_OLD + 150)
+    grown, scratch = WorkDir(root / "old"), WorkDir(root / "scratch")
+    assert grown.embeddings()[:].tobytes() == scratch.embeddings()[:].tobytes()
+    assert grown.documents(["index"]).column("index").to_pylist() == list(range(N_OLD + N_NEW))
+    entry = grown.require("embed")
+    assert [a["sources"] for a in entry["additions"]] == [["b1.jsonl"], ["b2.jsonl"]]
+    assert entry["sources"] == ["a.jsonl", "b1.jsonl", "b2.jsonl"]
+    assert len(grown.labels()) == N_OLD + N_NEW and (grown.labels() >= 0).all()
+    printed = _cli("run", "a.jsonl", "b1.jsonl", "b2.jsonl", "--workdir", "old", *FLAGS)
+    assert "embed skipped, cluster skipped" in printed
