@@ -243,3 +243,14 @@ def test_two_additions_in_turn_are_recorded_and_continue_the_index(root):
     assert len(grown.labels()) == N_OLD + N_NEW and (grown.labels() >= 0).all()
     printed = _cli("run", "a.jsonl", "b1.jsonl", "b2.jsonl", "--workdir", "old", *FLAGS)
     assert "embed skipped, cluster skipped" in printed
+
+
+def test_a_file_added_from_another_directory_is_recorded_by_its_absolute_path(root):
+    (root / "elsewhere").mkdir()
+    with contextlib.chdir(root / "elsewhere"):
+        _cli("add", "../b.jsonl", "--workdir", "../old")
+    entry = WorkDir(root / "old").require("embed")
+    assert entry["sources"] == ["a.jsonl", str((root / "b.jsonl").resolve())]
+    grouped = [flag for flag in FLAGS if flag not in ("--duplicates", "off")]
+    printed = _cli("run", "a.jsonl", "b.jsonl", "--workdir", "old", *grouped)
+    assert "embed skipped, cluster skipped, dedup ran" in printed  # dedup re-reads b.jsonl
