@@ -105,9 +105,10 @@ def _add_locked(
 
     entry = _finished_embed(work)
     _check_new(work, entry, stage)
+    _name_for_workdir(work, entry, stage)
     fitted = None if refit else FittedClusters.read(work)
+    # "assigned" is recorded once the assignment is: a stop before leaves "none", which is true
     clustered = "refit" if refit and work.entry("cluster") else "none"
-    clustered = "assigned" if fitted is not None else clustered
     work.record("embed", {**entry, "complete": False, "adding": list(stage.sources)})
     union, added = embed_added(work, entry, stage)
     addition = {
@@ -130,6 +131,8 @@ def _add_locked(
                 engine_options=_engine_options(stage),
             ),
         )  # fmt: skip
+        addition["clusters"] = "assigned"
+        work.record("embed", union)  # holds ``addition``
         _say(log, f"cluster   assigned {added['documents']:,} documents to the existing centroids")
     return {**addition, "embedded_docs": added["embedded_docs"], "workdir": str(work.path)}
 
@@ -180,7 +183,6 @@ def _check_new(work: WorkDir, entry: dict[str, Any], stage: Any) -> None:
                 f"{'' if Path(path).resolve() in by_path else ', with the same content'}). "
                 "Name only files that are not embedded yet."
             )
-    _name_for_workdir(work, entry, stage)
 
 
 def _recorded(entry: dict[str, Any]) -> list[Any]:
