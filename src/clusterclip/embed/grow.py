@@ -102,6 +102,12 @@ def embed_added(
             "the others. Re-embed every file: `clusterclip run INPUT... --workdir W`."
         )
     dim = get_encoder(spec).dim
+    if entry.get("dim") is not None and dim != int(entry["dim"]):
+        raise ClusterClipError(
+            f"the recorded encoder now gives {dim}-dimensional embeddings where {work.path} "
+            f"holds {entry['dim']}-dimensional ones (was its model replaced?). Re-embed every "
+            "file: `clusterclip run INPUT... --workdir W`."
+        )
     stats, stream, parts = embed_shards(
         plan, reads, spec, stage, options, after=(old_shards, old_documents)
     )
@@ -162,6 +168,8 @@ def _union_entry(
         counts=counts,
         shards=n_shards,
         blank_lines=int(summary.get("blank_lines", 0)) + stream.blank_lines,
+        replaced_utf8_lines=int(summary.get("replaced_utf8_lines", 0) or 0)
+        + stream.replaced_utf8_lines,
         bytes={
             "embeddings": sum(plan.embeddings.part_path(s).stat().st_size for s in range(n_shards)),
             "documents": plan.documents.path.stat().st_size,
