@@ -1,7 +1,8 @@
 """A corpus that grows: add files to a finished work directory without redoing it.
 
-:func:`add` embeds only the new files (same encoder and settings as the embed
-stage recorded; new shards whose document indices continue the index), then
+:func:`add` (``clusterclip.add``) embeds only the new files (same encoder and
+settings as the embed stage recorded; new shards whose document indices continue
+the index), then
 assigns their documents to the existing centroids, or with ``refit=True`` reruns
 the cluster stage over the union. The embed entry of the manifest then describes
 the union (its files in order, their fingerprints, counts and outputs) and lists
@@ -76,8 +77,8 @@ def add(
 
     Examples
     --------
-    >>> import clusterclip.grow
-    >>> clusterclip.grow.add("more.jsonl", workdir="w")["clusters"]  # doctest: +SKIP
+    >>> import clusterclip
+    >>> clusterclip.add("more.jsonl", workdir="w")["clusters"]  # doctest: +SKIP
     'assigned'
     """
     from clusterclip.embed.job import EmbedStage

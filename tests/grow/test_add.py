@@ -105,9 +105,9 @@ def test_add_embeds_only_the_new_file_and_assigns_it_to_the_existing_centroids(r
 
 
 def test_the_union_is_embedded_as_from_scratch(root):
-    import clusterclip.grow
+    import clusterclip
 
-    added = clusterclip.grow.add("b.jsonl", workdir=root / "old")
+    added = clusterclip.add("b.jsonl", workdir=root / "old")
     assert added["embedded_docs"] == N_NEW and added["clusters"] == "assigned"
 
     grown, scratch = WorkDir(root / "old"), WorkDir(root / "scratch")
