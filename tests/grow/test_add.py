@@ -118,6 +118,9 @@ def test_the_union_is_embedded_as_from_scratch(root):
     rejects = DocumentsArtifact(grown).rejects_path.read_bytes()
     assert rejects == DocumentsArtifact(scratch).rejects_path.read_bytes()
     assert grown.require("embed")["inputs"] == scratch.require("embed")["inputs"]
+    outputs = grown.require("embed")["outputs"]  # the parts hashed by the engine's tasks
+    assert outputs["embeddings"] == EmbeddingsArtifact(grown).fingerprint()
+    assert outputs["documents"] == DocumentsArtifact(grown).fingerprint()
 
 
 def test_run_over_the_union_after_add_embeds_nothing_and_schedules_the_union(root):

@@ -15,6 +15,7 @@ the added shards start a new part after the stage's last one, which may be short
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,13 @@ from clusterclip.embed.job import (
 )
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.static import ensure_static_model
+from clusterclip.engines import map_shards
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, corpus_key
+from clusterclip.io.artifacts import EmbeddingsArtifact
 from clusterclip.io.readplan import plan_reads
 
-__all__ = ["embed_added", "recorded_options"]
+__all__ = ["PartFingerprintWorker", "embed_added", "recorded_options"]
 
 
 def recorded_options(entry: dict[str, Any]) -> EmbedOptions:
@@ -112,6 +115,7 @@ def embed_added(
         plan, reads, spec, stage, options, after=(old_shards, old_documents)
     )
     n_shards = old_shards + stats["shards"]
+    parts.update(_old_part_fingerprints(work, stage, old_shards))
     counts = plan.documents.extend(old_shards, stats["shards"])
     remove_own(plan.state, "index-*.parquet")
     total = listed_counts(_sum_counts(entry.get("counts", {}), counts))
@@ -125,6 +129,31 @@ def embed_added(
         "seconds": round(time.perf_counter() - started, 3),
     }
     return _union_entry(work, entry, stage, total, n_shards, parts, stream), added
+
+
+class PartFingerprintWorker:
+    """Hashes embedding parts where the engine runs it, so the driver reads no part.
+
+    Pass ``functools.partial(PartFingerprintWorker, workdir)`` to
+    :func:`clusterclip.engines.map_shards`; each call takes a part number and returns
+    :meth:`~clusterclip.io.artifacts.EmbeddingsArtifact.part_fingerprint` of it.
+
+    >>> PartFingerprintWorker("/shared/w")(0)  # doctest: +SKIP
+    '5d41402abc4b2a76b9719d911017c592'
+    """
+
+    def __init__(self, workdir: str) -> None:
+        self.embeddings = EmbeddingsArtifact(WorkDir(workdir))
+
+    def __call__(self, part: int) -> str:
+        return self.embeddings.part_fingerprint(part)
+
+
+def _old_part_fingerprints(work: WorkDir, stage: EmbedStage, n_parts: int) -> dict[int, str]:
+    """``{part: fingerprint}`` of the stage's parts before the added ones, one task per part."""
+    worker = functools.partial(PartFingerprintWorker, str(work.path.resolve()))
+    tasks = ((part, part) for part in range(n_parts))
+    return dict(map_shards(tasks, worker, engine=stage.engine, options=stage.ray_options))
 
 
 def _remove_after(plan: TaskFiles, first: int) -> None:
