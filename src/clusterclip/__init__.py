@@ -38,6 +38,7 @@ _LAZY = {
     "cluster": "clusterclip.cluster",
     "dedup": "clusterclip.dedup",
     "run": "clusterclip.pipeline",
+    "add": "clusterclip.grow",
 }
 
 #: Sub-packages reachable as attributes after a bare ``import clusterclip``

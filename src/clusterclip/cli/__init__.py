@@ -25,6 +25,7 @@ COMMANDS = {
     "run": "clusterclip.cli.run",
     "demo": "clusterclip.cli.demo",
     "embed": "clusterclip.cli.embed",
+    "add": "clusterclip.cli.add",
     "cluster": "clusterclip.cli.cluster",
     "dedup": "clusterclip.cli.dedup",
     "schedule": "clusterclip.cli.schedule",
@@ -34,7 +35,7 @@ COMMANDS = {
     "experiment": "clusterclip.cli.experiment",
 }
 #: Commands whose long steps show progress on stderr (their --help says how to silence it).
-SHOWS_PROGRESS = ("run", "demo", "embed", "cluster", "dedup", "schedule", "export")
+SHOWS_PROGRESS = ("run", "demo", "embed", "add", "cluster", "dedup", "schedule", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -94,7 +94,7 @@ class EmbedResult:
 # --------------------------------------------------------------------------- plan / state
 
 
-class _Plan:
+class TaskFiles:
     """The task files of one work directory (through their artifacts) and resume checks."""
 
     def __init__(self, work: WorkDir, shard_size: int) -> None:
@@ -113,13 +113,13 @@ class _Plan:
 
 def _clear(work: WorkDir) -> None:
     """Delete this stage's files, and only them (a folder is removed once it is empty)."""
-    _remove_own(work.path_of("embed_state"), "index-*.parquet")
-    _remove_own(work.path_of("embeddings"), "part-*.npy")
+    remove_own(work.path_of("embed_state"), "index-*.parquet")
+    remove_own(work.path_of("embeddings"), "part-*.npy")
     for artifact in ("documents", "rejects", "tfidf"):
         work.path_of(artifact).unlink(missing_ok=True)
 
 
-def _remove_own(folder: Path, pattern: str) -> None:
+def remove_own(folder: Path, pattern: str) -> None:
     """Delete ``folder``'s files named ``pattern`` and their temp files, then ``folder`` if empty."""
     if not folder.is_dir():
         return
@@ -303,7 +303,7 @@ class EmbedStage:
         """Record where the (unchanged) corpus is now, when that is not where it was last seen."""
         if not self.paths:
             return None
-        located = _located(work, self.paths)
+        located = located_paths(work, self.paths)
         if entry.get("located") == located:
             return None
         moved = [str(p) for p in self.paths] != list(map(str, entry.get("sources", [])))
@@ -325,13 +325,8 @@ def _run_embed(
 ) -> StageOutput:
     start_time = time.perf_counter()
     workdir = work.path
-    spec = EncoderSpec(
-        encoder=options.encoder, model=options.model, max_length=options.max_length,
-        batch_size=options.batch_size, device=options.device,
-        trust_remote_code=options.trust_remote_code, precision=options.precision,
-        runtime=options.runtime, state_dir=str(workdir.resolve()), seed=options.seed,
-    )  # fmt: skip
-    plan = _Plan(work, options.shard_size)
+    spec = encoder_spec(work, options)
+    plan = TaskFiles(work, options.shard_size)
     if not resume or not _same_sources(plan, stage.sources):
         _clear(work)
     for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
@@ -344,7 +339,7 @@ def _run_embed(
     if n_documents == 0:
         raise no_usable_document(stage.sources, ReadStats(blank_lines=reads.blank_lines))
     local = _prepare_encoder(work, options, spec, stage, reads)
-    stats, stream, part_fingerprints = _embed_shards(plan, reads, spec, stage, options)
+    stats, stream, part_fingerprints = embed_shards(plan, reads, spec, stage, options)
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
@@ -354,7 +349,7 @@ def _run_embed(
     elapsed = time.perf_counter() - start_time
     summary = {
         "documents": n_documents,
-        "counts": _listed_counts(counts),
+        "counts": listed_counts(counts),
         "dim": local.dim,
         "shards": n_shards,
         "shards_resumed": stats["resumed"],
@@ -379,7 +374,7 @@ def _run_embed(
     record = {
         "sources": list(stage.sources),
         "inputs_root": work.inputs_root(),  # where relative source names are rooted
-        "located": _located(work, stage.paths),
+        "located": located_paths(work, stage.paths),
         "engine": stage.engine,
         "counts": summary["counts"],
         "dim": local.dim,
@@ -390,13 +385,23 @@ def _run_embed(
             "scikit-learn", "tokenizers",
         ),
     }  # fmt: skip
-    _remove_own(plan.state, "index-*.parquet")
+    remove_own(plan.state, "index-*.parquet")
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
 
 
-def _listed_counts(counts: Counter[str]) -> dict[str, int]:
+def encoder_spec(work: WorkDir, options: EmbedOptions) -> EncoderSpec:
+    """The encoder the options describe, its state (a TF-IDF fit) in ``work``."""
+    return EncoderSpec(
+        encoder=options.encoder, model=options.model, max_length=options.max_length,
+        batch_size=options.batch_size, device=options.device,
+        trust_remote_code=options.trust_remote_code, precision=options.precision,
+        runtime=options.runtime, state_dir=str(work.path.resolve()), seed=options.seed,
+    )  # fmt: skip
+
+
+def listed_counts(counts: Counter[str]) -> dict[str, int]:
     """Documents by status: every reader status, then ``zero_vector`` when a document has it.
 
     Listed only when present, so that the summary of a corpus without one reads as before.
@@ -406,7 +411,7 @@ def _listed_counts(counts: Counter[str]) -> dict[str, int]:
     return listed
 
 
-def _located(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:
+def located_paths(work: WorkDir, paths: list[Path]) -> list[dict[str, str]]:
     """Where each corpus file is now: its absolute path, and from the work directory (when
     copied together). Never a path relative to a current directory, which another command
     may not share (a same-named file there must not stand in for the corpus)."""
@@ -430,7 +435,7 @@ def _inside_as_relative(record: dict[str, Any], workdir: Path) -> dict[str, Any]
     return out
 
 
-def _same_sources(plan: _Plan, sources: list[str]) -> bool:
+def _same_sources(plan: TaskFiles, sources: list[str]) -> bool:
     """Whether the finished shards of an interrupted run name the same source files.
 
     A corpus moved between the interruption and the resume would otherwise
@@ -476,13 +481,21 @@ def _dataset(stage: EmbedStage) -> Any:
     return None if stage.paths else stage.source
 
 
-def _embed_shards(
-    plan: _Plan, reads: ReadPlan, spec: EncoderSpec, stage: EmbedStage, options: EmbedOptions
+def embed_shards(
+    plan: TaskFiles,
+    reads: ReadPlan,
+    spec: EncoderSpec,
+    stage: EmbedStage,
+    options: EmbedOptions,
+    *,
+    after: tuple[int, int] = (0, 0),
 ) -> tuple[dict[str, int], ReadStats, dict[int, str]]:
     """Run every shard task on the engine; the tasks read, embed and write, the driver counts.
 
     A finished shard (its fragment and its part present, with its row count) is
-    read again for the statistics but neither embedded nor written.
+    read again for the statistics but neither embedded nor written. ``after``:
+    ``(shards, documents)`` already in the work directory that these follow (files
+    added to a finished stage: their shards and indices continue the stage's).
     """
     found = ReadStats(blank_lines=reads.blank_lines)
     stats = {"shards": 0, "resumed": 0, "embedded_docs": 0}
@@ -491,6 +504,10 @@ def _embed_shards(
 
     def tasks() -> Iterator[tuple[int, ShardTask]]:
         for task in reads.shards(plan.shard_size):
+            if after != (0, 0):
+                task = dataclasses.replace(
+                    task, shard=task.shard + after[0], first_index=task.first_index + after[1]
+                )
             stats["shards"] += 1
             if plan.finished(task.shard, task.rows):
                 stats["resumed"] += 1

@@ -11,6 +11,7 @@ whatever the corpus size.
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -100,10 +101,29 @@ class DocumentsArtifact(Artifact):
 
         Both files are written atomically. Returns the number of documents by status.
         """
+        return self._write_index([self.fragment_path(task) for task in range(n_tasks)])
+
+    def extend(self, first_task: int, n_tasks: int) -> Counter[str]:
+        """Append the fragments of tasks ``first_task .. first_task + n_tasks - 1`` to the index.
+
+        The rows already in ``documents.parquet`` and ``rejects.jsonl`` are kept as
+        they are, the fragments' rows follow them (their ``index`` must continue the
+        index's). Both files are replaced atomically. Returns the number of the
+        *appended* documents by status.
+
+        >>> DocumentsArtifact("work").extend(3, 1)  # doctest: +SKIP
+        Counter({'ok': 120})
+        """
+        tasks = range(first_task, first_task + n_tasks)
+        return self._write_index([self.fragment_path(task) for task in tasks], keep=True)
+
+    def _write_index(self, fragments: list[Path], *, keep: bool = False) -> Counter[str]:
+        """Write the index and the rejects from ``fragments`` (after the present rows: ``keep``)."""
         pc = require_extra("pyarrow.compute", "io")
         pq = require_extra("pyarrow.parquet", "io")
         counts: Counter[str] = Counter()
         names = [name for name, _ in DOCUMENT_COLUMNS]
+        kept = pq.ParquetFile(self.path) if keep else None
         with (
             atomic_path(self.path) as documents_tmp,
             atomic_path(self.rejects_path) as rejects_tmp,
@@ -112,8 +132,14 @@ class DocumentsArtifact(Artifact):
             ) as writer,
             open(rejects_tmp, "w", encoding="utf-8") as rejects,
         ):
-            for task in range(n_tasks):
-                table = self.read_fragment(self.fragment_path(task))
+            if kept is not None:
+                for group in range(kept.num_row_groups):
+                    writer.write_table(kept.read_row_group(group).select(names))
+                if self.rejects_path.exists():
+                    with open(self.rejects_path, encoding="utf-8") as old_rejects:
+                        shutil.copyfileobj(old_rejects, rejects)
+            for fragment in fragments:
+                table = self.read_fragment(fragment)
                 writer.write_table(table.select(names))
                 status = table.column("status")
                 for value, count in zip(*pc.value_counts(status).flatten(), strict=True):
