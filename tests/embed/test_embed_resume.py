@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +15,12 @@ import pytest
 from embed_helpers import write_jsonl
 
 import clusterclip
-from clusterclip.io import read_stage
+from clusterclip.embed.encoders import EncoderSpec
+from clusterclip.embed.worker import ShardWorker
+from clusterclip.errors import ClusterClipError
+from clusterclip.io import WorkDir, read_stage
+from clusterclip.io.artifacts import DocumentsArtifact
+from clusterclip.io.readplan import plan_reads
 
 SCRIPT = """
 import sys
@@ -65,3 +72,35 @@ def test_resume_after_sigkill_is_byte_identical(tmp_path, verses):
     assert not list(killed.glob("**/.*.tmp"))  # no temporary files left behind
     killed_entry, clean_entry = read_stage(killed, "embed"), read_stage(clean, "embed")
     assert killed_entry["outputs"] == clean_entry["outputs"]
+
+
+def test_a_finished_shard_is_not_read_again(tmp_path, verses):
+    """Resume takes a finished shard's statistics from its fragment: no record is read."""
+    lines = [json.dumps({"text": v["text"]}) for v in verses[:300]]
+    lines[7], lines[130] = "{not json", json.dumps({"text": ""})  # two rejects, shard 0 and 1
+    corpus = tmp_path / "verses.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    workdir = tmp_path / "work"
+    clusterclip.embed(corpus, workdir=workdir, encoder="tfidf", shard_size=128)
+    spec = EncoderSpec(encoder="tfidf", state_dir=str(workdir))
+    read_options = {"text_field": None, "id_field": None, "strict": False}
+    worker = ShardWorker(spec, str(workdir), read_options)
+    tasks = list(plan_reads([corpus]).shards(128))
+    written = [worker(task) for task in tasks]  # as the stage's tasks wrote them
+    assert sum(stats.counts["ok"] for stats, _ in written) == 298
+
+    moved = corpus.rename(tmp_path / "elsewhere.jsonl")  # reading a record would now fail
+    again = [worker(dataclasses.replace(task, write=False)) for task in tasks]
+    assert [(s.to_dict(), h) for s, h in again] == [(s.to_dict(), h) for s, h in written]
+    assert again[0][0].examples["malformed"].startswith(f"{corpus}:8:")
+
+    moved.rename(corpus)  # a fragment from before the statistics were kept: read again
+    documents = DocumentsArtifact(WorkDir(workdir))
+    columns = documents.read_fragment(documents.fragment_path(1)).to_pydict()
+    documents.write_fragment(1, columns)
+    assert documents.fragment_notes(1) is None
+    legacy, _ = worker(dataclasses.replace(tasks[1], write=False))
+    assert legacy.to_dict() == written[1][0].to_dict()
+    corpus.unlink()
+    with pytest.raises(ClusterClipError, match="cannot open"):  # so the test above read none
+        worker(dataclasses.replace(tasks[1], write=False))

@@ -7,7 +7,8 @@ the shard boundaries depend only on the inputs and ``shard_size``.
 - **plan** (driver, :mod:`clusterclip.io.readplan`): cut the corpus into read
   ranges from file metadata, have the engine count the records of the jsonl
   ranges, and describe each shard as the range pieces that hold it. The driver
-  reads no record. Shards already finished are only read again for the statistics.
+  reads no record. A shard already finished is not read again: its task takes the
+  shard's read statistics back from its fragment's metadata and hashes its part.
 - **work** (engine): :class:`~clusterclip.embed.worker.ShardWorker` reads a
   shard's records, embeds the ``ok`` ones and writes the shard's index fragment
   (``.embed-state/index-NNNNN.parquet``) and ``embeddings/part-NNNNN.npy``
@@ -493,7 +494,8 @@ def embed_shards(
     """Run every shard task on the engine; the tasks read, embed and write, the driver counts.
 
     A finished shard (its fragment and its part present, with its row count) is
-    read again for the statistics but neither embedded nor written. ``after``:
+    neither read, embedded nor written: its task returns the statistics kept in
+    its fragment and its part's hash. ``after``:
     ``(shards, documents)`` already in the work directory that these follow (files
     added to a finished stage: their shards and indices continue the stage's).
     """

@@ -131,6 +131,11 @@ class ShardWorker:
         """Embed and write shard ``task.shard``; return its :class:`ReadStats` and the
         fingerprint of its part (hashed here, so the driver reads no embedding)."""
 
+        if not task.write:  # finished before: its statistics are in its fragment
+            notes = self.documents.fragment_notes(task.shard)
+            if notes is not None and "read_stats" in notes:
+                found = ReadStats.from_dict(notes["read_stats"])
+                return found, self.embeddings.part_fingerprint(task.shard)
         stream = shard_records(task, self.read_options, self.dataset)
         rows, texts, positions = IndexRows(), [], []
         for record in stream:
@@ -148,7 +153,7 @@ class ShardWorker:
             replaced_utf8_lines=stream.replaced_utf8_lines,
             first_replaced_utf8=stream.first_replaced_utf8,
         )  # fmt: skip
-        if not task.write:  # finished before: read again for the statistics only
+        if not task.write:  # finished by an earlier version: read again for the statistics
             fragment = self.documents.read_fragment(self.documents.fragment_path(task.shard))
             _count_zero_vectors(found, fragment.to_pydict())
             return found, self.embeddings.part_fingerprint(task.shard)
@@ -159,7 +164,9 @@ class ShardWorker:
         )
         _count_zero_vectors(found, rows.columns)
         # The fragment first, the part last: a shard is finished when both exist.
-        self.documents.write_fragment(task.shard, rows.columns)
+        self.documents.write_fragment(
+            task.shard, rows.columns, notes={"read_stats": found.to_dict()}
+        )
         part = np.zeros((len(rows), self.encoder.dim), dtype=EMBEDDING_DTYPE)
         part[np.asarray(positions, dtype=np.int64)] = vectors
         self.embeddings.write_part(task.shard, part)

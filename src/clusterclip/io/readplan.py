@@ -52,8 +52,10 @@ __all__ = [
 class ShardTask:
     """One embed task: shard ``shard`` holds documents ``first_index .. first_index + rows``.
 
-    ``write=False``: the shard is finished; the task only reads it again for
-    the statistics (:class:`ReadStats`), and embeds and writes nothing.
+    ``write=False``: the shard is finished; the task reads its statistics
+    (:class:`ReadStats`) back from its fragment, and embeds and writes nothing
+    (a fragment written before the statistics were kept there: the task reads
+    the shard's records again to count them).
     """
 
     shard: int
@@ -87,6 +89,34 @@ class ReadStats:
         self.blank_lines += other.blank_lines
         self.replaced_utf8_lines += other.replaced_utf8_lines
         self.first_replaced_utf8 = self.first_replaced_utf8 or other.first_replaced_utf8
+
+    def to_dict(self) -> dict[str, Any]:
+        """The statistics as JSON-able values (orders kept), for :meth:`from_dict`.
+
+        >>> stats = ReadStats(counts=Counter(ok=3, empty=1), blank_lines=2)
+        >>> ReadStats.from_dict(stats.to_dict()) == stats
+        True
+        """
+        return {
+            "counts": dict(self.counts),
+            "examples": dict(self.examples),
+            "text_fields": dict(self.text_fields),
+            "blank_lines": self.blank_lines,
+            "replaced_utf8_lines": self.replaced_utf8_lines,
+            "first_replaced_utf8": self.first_replaced_utf8,
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ReadStats:
+        """The statistics :meth:`to_dict` gave."""
+        return cls(
+            counts=Counter(values["counts"]),
+            examples=dict(values["examples"]),
+            text_fields=Counter(values["text_fields"]),
+            blank_lines=int(values["blank_lines"]),
+            replaced_utf8_lines=int(values["replaced_utf8_lines"]),
+            first_replaced_utf8=values["first_replaced_utf8"],
+        )
 
 
 class CountWorker:

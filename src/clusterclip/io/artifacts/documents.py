@@ -39,6 +39,8 @@ DOCUMENT_COLUMNS: tuple[Column, ...] = (
 FRAGMENT_COLUMNS: tuple[Column, ...] = (*DOCUMENT_COLUMNS, ("reason", "string"))
 #: Columns of every line of ``rejects.jsonl``.
 REJECT_COLUMNS = ("index", "source", "line", "status", "reason")
+#: The key of a fragment's ``notes`` in its Parquet metadata.
+_NOTES_KEY = "clusterclip.task_notes"
 _FIX = "Re-embed: `clusterclip embed INPUT... --workdir W --overwrite`."
 
 
@@ -76,19 +78,47 @@ class DocumentsArtifact(Artifact):
         folder = self.fragments_folder
         return sorted(folder.glob("index-*.parquet")) if folder.is_dir() else []
 
-    def write_fragment(self, task: int, columns: Mapping[str, Sequence[Any]]) -> Path:
+    def write_fragment(
+        self,
+        task: int,
+        columns: Mapping[str, Sequence[Any]],
+        *,
+        notes: Mapping[str, Any] | None = None,
+    ) -> Path:
         """Write the rows of one task (``{column: values}`` of :data:`FRAGMENT_COLUMNS`) atomically.
 
         Safe to call from many processes at once: each task has its own file,
-        which appears whole or not at all.
+        which appears whole or not at all. ``notes``: what the task wants back
+        on a resume without reading its records again (JSON-able, e.g. its read
+        statistics), kept in the fragment's Parquet metadata
+        (:meth:`fragment_notes`); it never reaches ``documents.parquet``.
         """
         pa = require_extra("pyarrow", "io")
         pq = require_extra("pyarrow.parquet", "io")
-        table = pa.table(dict(columns), schema=arrow_schema(FRAGMENT_COLUMNS))
+        schema = arrow_schema(FRAGMENT_COLUMNS)
+        if notes is not None:
+            schema = schema.with_metadata({_NOTES_KEY: json.dumps(dict(notes))})
+        table = pa.table(dict(columns), schema=schema)
         target = self.fragment_path(task)
         with atomic_path(target) as tmp:
             pq.write_table(table, tmp, compression="zstd")
         return target
+
+    def fragment_notes(self, task: int) -> dict[str, Any] | None:
+        """The ``notes`` task ``task`` wrote with its fragment (None: none, or no fragment).
+
+        Reads the Parquet footer only, not the rows.
+
+        >>> DocumentsArtifact("work").fragment_notes(0)  # doctest: +SKIP
+        {'counts': {'ok': 120}, ...}
+        """
+        pq = require_extra("pyarrow.parquet", "io")
+        path = self.fragment_path(task)
+        if not path.exists():
+            return None
+        metadata = pq.read_schema(path).metadata or {}
+        raw = metadata.get(_NOTES_KEY.encode())
+        return None if raw is None else json.loads(raw)
 
     @staticmethod
     def read_fragment(path: Path) -> Any:
