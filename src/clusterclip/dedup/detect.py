@@ -297,7 +297,8 @@ def find_groups(
     merge : callable, optional
         Answers the sets of groups linked across borders
         (:class:`~clusterclip.dedup.borders.BorderWork`, an iterator) with their
-        :class:`~clusterclip.dedup.borders.BorderMerged`, e.g. on an engine
+        :class:`~clusterclip.dedup.borders.BorderMerged` (one per set, or one per
+        run of sets, :func:`~clusterclip.dedup.borders.joined`), e.g. on an engine
         (:class:`~clusterclip.dedup.borders.BorderWorker`); by default
         :func:`~clusterclip.dedup.borders.merge_linked` in this process.
     describe : callable, optional

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.dedup.borders import BorderWorker, border_tasks
+from clusterclip.dedup.borders import BorderBatch, BorderWorker, border_tasks
 from clusterclip.dedup.compare import CompareWorker, NeighbourWorker, compare_tasks
 from clusterclip.dedup.detect import (
     DuplicateGroups,
@@ -239,12 +239,12 @@ class DedupStage:
         return out
 
     def _merge(self, worker: Any, works: Any) -> Any:
-        """The border sets' merges from :class:`BorderWorker` tasks on the engine."""
-        found = map_shards(
-            border_tasks(works), worker, engine=self.engine, options=self.ray_options
-        )
-        for _, answers in found:
-            yield from answers
+        """The border sets' merges from :class:`BorderWorker` tasks on the engine, one
+        :class:`~clusterclip.dedup.borders.BorderMerged` per task (its sets' joined)."""
+        tasks = ((task, BorderBatch.pack(batch)) for task, batch in border_tasks(works))
+        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
+        for _, answer in found:
+            yield answer
 
     def _describe(self, worker: Any, works: Any) -> Any:
         """Each run's similarities from :class:`SimilarityWorker` tasks on the engine, in order."""
