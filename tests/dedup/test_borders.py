@@ -12,6 +12,7 @@ from clusterclip.dedup.borders import (
     border_works,
     joined,
     merge_linked,
+    unique_pairs,
 )
 from clusterclip.dedup.detect import _merge_across_borders, find_groups, second_nearest
 from tests.product_support import kjv_records
@@ -155,3 +156,14 @@ def test_tasks_travel_packed_and_answer_joined_with_the_same_groups(verses):
 
 def same_float32(a, b):
     return a.dtype == b.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_unique_pairs_is_numpys_unique_rows(verses):
+    """On the real border pairs of the verses and on random pairs with repeats."""
+    x, labels, neighbours = verses
+    linked = np.stack([np.arange(labels.size), np.maximum(neighbours, 0)], axis=1)
+    rng = np.random.default_rng(1)
+    drawn = np.sort(rng.integers(0, 500, (5000, 2)), axis=1)
+    for pairs, n in ((linked, labels.size), (drawn, 500), (drawn[:0], 500)):
+        got = unique_pairs(pairs, n)
+        assert np.array_equal(got, np.unique(pairs, axis=0)) and got.dtype == np.int64
