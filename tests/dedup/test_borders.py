@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clusterclip.dedup.borders import BorderWork, border_tasks, border_works, merge_linked
+from clusterclip.dedup.borders import (
+    BorderBatch,
+    BorderWork,
+    border_tasks,
+    border_works,
+    joined,
+    merge_linked,
+    unique_pairs,
+)
 from clusterclip.dedup.detect import _merge_across_borders, find_groups, second_nearest
 from tests.product_support import kjv_records
 
@@ -115,3 +123,47 @@ def test_a_set_is_merged_in_its_pairs_order_keeping_the_lower_representative():
     merged = merge_linked(lambda rows: x[rows], work, threshold=0.85)
     assert merged.heads.tolist() == [3] and merged.into.tolist() == [0]
     assert merged.roots.tolist() == [0] and merged.lowest[0] == pytest.approx(0.9)
+
+
+def test_tasks_travel_packed_and_answer_joined_with_the_same_groups(verses):
+    """A task's sets go out as one BorderBatch and come back as one joined BorderMerged:
+    the same sets, and the groups of the answers set by set."""
+    x, labels, neighbours = verses
+    rows_of = x.__getitem__
+    straight = find_groups(rows_of, labels, threshold=0.75, neighbours=neighbours)
+    seen = []
+
+    def packed(works):
+        answers = []
+        for _, batch in border_tasks(works, budget=7):
+            unpacked = BorderBatch.pack(batch).unpack()
+            for sent, got in zip(batch, unpacked, strict=True):
+                assert np.array_equal(sent.pairs, got.pairs)
+                assert np.array_equal(sent.heads, got.heads)
+                assert same_float32(sent.lowest, got.lowest)
+                pairs = zip(sent.members, got.members, strict=True)  # as many groups
+                assert all(np.array_equal(a, b) for a, b in pairs)
+            answers.append(joined([merge_linked(rows_of, w, threshold=0.75) for w in unpacked]))
+            seen.append(len(batch))
+        return answers
+
+    other = find_groups(rows_of, labels, threshold=0.75, neighbours=neighbours, merge=packed)
+    assert len(seen) > 1 and max(seen) > 1  # several tasks, of several sets
+    assert np.array_equal(other.representative, straight.representative)
+    assert same_float32(other.min_similarity, straight.min_similarity)
+    assert same_float32(other.similarity, straight.similarity)
+
+
+def same_float32(a, b):
+    return a.dtype == b.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_unique_pairs_is_numpys_unique_rows(verses):
+    """On the real border pairs of the verses and on random pairs with repeats."""
+    x, labels, neighbours = verses
+    linked = np.stack([np.arange(labels.size), np.maximum(neighbours, 0)], axis=1)
+    rng = np.random.default_rng(1)
+    drawn = np.sort(rng.integers(0, 500, (5000, 2)), axis=1)
+    for pairs, n in ((linked, labels.size), (drawn, 500), (drawn[:0], 500)):
+        got = unique_pairs(pairs, n)
+        assert np.array_equal(got, np.unique(pairs, axis=0)) and got.dtype == np.int64

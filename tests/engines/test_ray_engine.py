@@ -31,6 +31,7 @@ import clusterclip.dedup.borders
 import clusterclip.dedup.compare
 import clusterclip.dedup.detect
 import clusterclip.dedup.hashes
+import clusterclip.dedup.similarity
 import clusterclip.dedup.stage
 import clusterclip.embed.job
 import clusterclip.io
@@ -335,8 +336,8 @@ def _dedup(workdir: Path, **kwargs):
 def test_dedup_on_ray_equals_local_with_a_worker_killed(
     ray_run, local_clusters, tmp_path, monkeypatch
 ):
-    """Hash, neighbour, cluster and border tasks on two actors, one killed: the local
-    engine's groups."""
+    """Hash, neighbour, cluster, border and similarity tasks on two actors, one killed: the
+    local engine's groups and similarities, byte for byte."""
     local_dir = tmp_path / "local"
     shutil.copytree(local_clusters[0], local_dir)
     local = _dedup(local_dir)
@@ -348,7 +349,8 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
     monkeypatch.setattr(clusterclip.dedup.detect, "SCORE_BYTES", 4 * N_CLUSTERS * 128)
     monkeypatch.setattr(clusterclip.dedup.stage, "NEIGHBOUR_TASK_ROWS", 512)
     monkeypatch.setattr(clusterclip.dedup.borders, "TASK_ROWS", 16)
-    counted = []  # tasks per map (hashes, neighbours, comparisons, then border merges)
+    monkeypatch.setattr(clusterclip.dedup.similarity, "TASK_ROWS", 40)
+    counted = []  # tasks per map (hashes, neighbours, comparisons, border merges, similarities)
     original = clusterclip.dedup.stage.map_shards
 
     def counting(tasks, worker, **arguments):
@@ -369,8 +371,10 @@ def test_dedup_on_ray_equals_local_with_a_worker_killed(
     ray = _dedup(workdir, engine="ray", engine_options=RAY_OPTIONS)
     assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
     # 2,700 documents hashed in tasks of 1,000, their rows in tasks of 512; a cluster a task;
-    # the groups linked across borders in tasks of about 16 rows
-    assert counted[:3] == [3, 6, N_CLUSTERS] and len(counted) == 4 and counted[3] > 1
+    # the groups linked across borders in tasks of about 16 rows; the grouped documents'
+    # similarities in runs of 40
+    assert counted[:3] == [3, 6, N_CLUSTERS] and len(counted) == 5 and counted[3] > 1
+    assert counted[4] == -(-local.summary["duplicates"] // 40) and counted[4] > 2
     assert local.summary["exact_copies"] > 0
     assert local.summary["groups"] > 10 and local.summary["second_nearest"] == "exact"
     np.testing.assert_array_equal(ray.duplicate_of, local.duplicate_of)

@@ -11,7 +11,10 @@ one unit of work, :class:`BorderWork`, merged in its own order by
 computed anywhere, in any order, and applied in one pass: the same groups as
 one sequential walk over every pair. :class:`BorderWorker` answers a task of
 them from a work directory's embeddings (the driver sends document indices,
-never an embedding row); :func:`border_works` cuts the work.
+never an embedding row); :func:`border_works` cuts the work. A task travels as
+one :class:`BorderBatch` and comes back as one :class:`BorderMerged` (the
+sets' answers :func:`joined`): a few arrays per task, not a few per set, so the
+driver's cost of sending and receiving does not grow with the sets.
 
 >>> x = np.array([[1, 0], [1, 0], [0.96, 0.28], [0, 1]], dtype=np.float32)
 >>> work = BorderWork(np.array([[0, 2]]), np.array([0, 2]),
@@ -29,12 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "BorderBatch",
     "BorderMerged",
     "BorderWork",
     "BorderWorker",
     "border_tasks",
     "border_works",
+    "joined",
     "merge_linked",
+    "unique_pairs",
 ]
 
 #: Rows a task of linked sets reads at most (a large set alone; a speed knob only).
@@ -144,7 +150,7 @@ def border_works(
             linked.append(np.stack([np.minimum(ga, gb)[keep], np.maximum(ga, gb)[keep]], axis=1))
     if not linked:
         return []
-    pairs = np.unique(np.concatenate(linked), axis=0)  # sorted by (lower, higher)
+    pairs = unique_pairs(np.concatenate(linked), representative.size)  # (lower, higher)
     heads, inverse = np.unique(pairs, return_inverse=True)
     inverse = inverse.reshape(pairs.shape)
     parent = np.arange(heads.size)
@@ -176,6 +182,20 @@ def border_works(
     return works
 
 
+def unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    """``np.unique(pairs, axis=0)`` for pairs of indices in ``[0, n)``: the distinct rows,
+    sorted by (first, second), several times faster (one int64 key per pair).
+
+    >>> unique_pairs(np.array([[2, 3], [0, 4], [2, 3], [0, 1]]), 5).tolist()
+    [[0, 1], [0, 4], [2, 3]]
+    """
+    pairs = np.asarray(pairs, dtype=np.int64)
+    if n >= 2**31:  # the key would overflow int64
+        return np.unique(pairs, axis=0)
+    keys = np.unique(pairs[:, 0] * n + pairs[:, 1])
+    return np.stack([keys // n, keys % n], axis=1)
+
+
 def border_tasks(
     works: Iterable[BorderWork], budget: int | None = None
 ) -> Iterator[tuple[int, list[BorderWork]]]:
@@ -191,11 +211,83 @@ def border_tasks(
     return compare_tasks(works, TASK_ROWS if budget is None else budget)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class BorderBatch:
+    """Consecutive :class:`BorderWork` packed into flat arrays: a task's payload.
+
+    ``pairs``, ``heads`` and ``lowest`` hold every set's, set after set
+    (``pair_counts``, ``head_counts`` per set); ``members`` every head's texts,
+    head after head (``member_counts`` per head). :meth:`unpack` gives the
+    sets back, equal to those packed.
+
+    >>> one = BorderWork(np.array([[0, 2]]), np.array([0, 2]), (np.arange(2), np.array([2])),
+    ...                  np.ones(2, np.float32))
+    >>> batch = BorderBatch.pack([one, one])
+    >>> batch.members.tolist(), [w.heads.tolist() for w in batch.unpack()]
+    ([0, 1, 2, 0, 1, 2], [[0, 2], [0, 2]])
+    """
+
+    pairs: np.ndarray
+    pair_counts: np.ndarray
+    heads: np.ndarray
+    head_counts: np.ndarray
+    members: np.ndarray
+    member_counts: np.ndarray
+    lowest: np.ndarray
+
+    @classmethod
+    def pack(cls, works: list[BorderWork]) -> BorderBatch:
+        """The sets ``works`` (at least one), in order, as one batch."""
+        members = [m for work in works for m in work.members]
+        return cls(
+            np.concatenate([work.pairs for work in works]).astype(np.int64, copy=False),
+            np.array([work.pairs.shape[0] for work in works], dtype=np.int64),
+            np.concatenate([work.heads for work in works]).astype(np.int64, copy=False),
+            np.array([work.heads.size for work in works], dtype=np.int64),
+            np.concatenate(members).astype(np.int64, copy=False),
+            np.array([m.size for m in members], dtype=np.int64),
+            np.concatenate([work.lowest for work in works]).astype(np.float32, copy=False),
+        )
+
+    def unpack(self) -> list[BorderWork]:
+        """The sets, in order."""
+        pairs = np.split(self.pairs, np.cumsum(self.pair_counts)[:-1])
+        heads = np.split(self.heads, np.cumsum(self.head_counts)[:-1])
+        lowest = np.split(self.lowest, np.cumsum(self.head_counts)[:-1])
+        members = np.split(self.members, np.cumsum(self.member_counts)[:-1])
+        first = np.concatenate(([0], np.cumsum(self.head_counts)))
+        return [
+            BorderWork(pairs[k], heads[k], tuple(members[first[k] : first[k + 1]]), lowest[k])
+            for k in range(self.pair_counts.size)
+        ]
+
+
+def joined(answers: list[BorderMerged]) -> BorderMerged:
+    """The answers of disjoint sets as one :class:`BorderMerged` (their arrays end to end).
+
+    >>> a = BorderMerged(np.array([3]), np.array([0]), np.array([0]), np.array([0.9], np.float32))
+    >>> joined([a, a]).heads.tolist()
+    [3, 3]
+    """
+    none = np.zeros(0, dtype=np.int64)
+    return BorderMerged(
+        np.concatenate([none, *(a.heads for a in answers)]),
+        np.concatenate([none, *(a.into for a in answers)]),
+        np.concatenate([none, *(a.roots for a in answers)]),
+        np.concatenate([none.astype(np.float32), *(a.lowest for a in answers)]),
+    )
+
+
 class BorderWorker:
-    """Answer a task of :func:`border_tasks` from a work directory's embeddings.
+    """Answer a task of :func:`border_tasks`, packed as a :class:`BorderBatch`, from a
+    work directory's embeddings.
 
     Pass ``functools.partial(BorderWorker, workdir, threshold)`` as the worker of
     :func:`clusterclip.engines.map_shards`; each process opens the embeddings once.
+
+    >>> worker = BorderWorker("work", 0.9)  # doctest: +SKIP
+    >>> worker(BorderBatch.pack(works)).heads  # doctest: +SKIP
+    array([17, 40])
     """
 
     def __init__(self, workdir: str, threshold: float) -> None:
@@ -204,7 +296,9 @@ class BorderWorker:
         self.embeddings = WorkDir(workdir).embeddings()
         self.threshold = threshold
 
-    def __call__(self, works: list[BorderWork]) -> list[BorderMerged]:
-        """Every set's :class:`BorderMerged`, in order."""
+    def __call__(self, batch: BorderBatch) -> BorderMerged:
+        """Every set's :class:`BorderMerged`, :func:`joined` in order."""
         rows_of = self.embeddings.__getitem__
-        return [merge_linked(rows_of, work, threshold=self.threshold) for work in works]
+        return joined(
+            [merge_linked(rows_of, work, threshold=self.threshold) for work in batch.unpack()]
+        )

@@ -53,6 +53,7 @@ import numpy as np
 
 from clusterclip.dedup.borders import BorderMerged, BorderWork, border_works, merge_linked
 from clusterclip.dedup.compare import ClusterFound, ClusterWork, cluster_works, compare_cluster
+from clusterclip.dedup.similarity import SimilarityWork, similarities, similarity_works
 
 if TYPE_CHECKING:
     from clusterclip.tree import Tree
@@ -264,6 +265,7 @@ def find_groups(
     progress: Callable[[int], None] | None = None,
     compare: Callable[[Iterator[ClusterWork]], Iterable[ClusterFound]] | None = None,
     merge: Callable[[Iterator[BorderWork]], Iterable[BorderMerged]] | None = None,
+    describe: Callable[[Iterator[SimilarityWork]], Iterable[np.ndarray]] | None = None,
 ) -> DuplicateGroups:
     """Near-duplicate groups of the documents with a non-negative label: no chains.
 
@@ -295,9 +297,16 @@ def find_groups(
     merge : callable, optional
         Answers the sets of groups linked across borders
         (:class:`~clusterclip.dedup.borders.BorderWork`, an iterator) with their
-        :class:`~clusterclip.dedup.borders.BorderMerged`, e.g. on an engine
+        :class:`~clusterclip.dedup.borders.BorderMerged` (one per set, or one per
+        run of sets, :func:`~clusterclip.dedup.borders.joined`), e.g. on an engine
         (:class:`~clusterclip.dedup.borders.BorderWorker`); by default
         :func:`~clusterclip.dedup.borders.merge_linked` in this process.
+    describe : callable, optional
+        Answers the runs of grouped documents
+        (:class:`~clusterclip.dedup.similarity.SimilarityWork`, an iterator) with
+        each document's cosine to its representative (float32 arrays, in order),
+        e.g. on an engine (:class:`~clusterclip.dedup.similarity.SimilarityWorker`);
+        by default :func:`~clusterclip.dedup.similarity.similarities` in this process.
 
     Returns
     -------
@@ -358,7 +367,7 @@ def find_groups(
     if neighbours is not None:
         _merge_across_borders(rows_of, pairs, representative, lowest, texts, threshold, merge)
     representative = representative[first]
-    return _describe(representative, lowest[representative], rows_of, hashes)
+    return _describe(representative, lowest[representative], rows_of, hashes, describe)
 
 
 def _merge_across_borders(
@@ -479,18 +488,24 @@ def _describe(
     min_similarity: np.ndarray,
     rows_of: Callable[[np.ndarray], np.ndarray],
     hashes: np.ndarray | None,
-    chunk: int = 65536,
+    describe: Callable[[Iterator[SimilarityWork]], Iterable[np.ndarray]] | None = None,
 ) -> DuplicateGroups:
+    """The groups' table: each grouped document's cosine to its representative (runs of
+    :mod:`~clusterclip.dedup.similarity`, answered by ``describe`` or in this process) and
+    whether it is an exact copy of it (the hashes, vectorised)."""
     n = representative.size
     similarity = np.ones(n, dtype=np.float32)
     exact = np.zeros(n, dtype=bool)
     grouped = np.flatnonzero(representative != np.arange(n))
-    for start in range(0, grouped.size, chunk):
-        docs = grouped[start : start + chunk]
-        reps = representative[docs]
-        own = np.asarray(rows_of(docs), dtype=np.float32)
-        theirs = np.asarray(rows_of(reps), dtype=np.float32)
-        similarity[docs] = np.einsum("ij,ij->i", own, theirs)
-        if hashes is not None:
-            exact[docs] = (hashes[docs] == hashes[reps]).all(axis=1) & hashes[docs].any(axis=1)
+    works = similarity_works(representative, grouped=grouped)
+    if describe is None:
+        for work in works:
+            similarity[work.docs] = similarities(rows_of, work)
+    else:
+        runs = list(works)  # the answers come back in order, one per run
+        for work, values in zip(runs, describe(iter(runs)), strict=True):
+            similarity[work.docs] = values
+    if hashes is not None and grouped.size:
+        own, theirs = hashes[grouped], hashes[representative[grouped]]
+        exact[grouped] = (own == theirs).all(axis=1) & own.any(axis=1)
     return DuplicateGroups(representative, similarity, exact, min_similarity.astype(np.float32))

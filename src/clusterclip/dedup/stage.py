@@ -4,9 +4,12 @@ Reads everything through :class:`clusterclip.io.WorkDir`: the cluster labels,
 the embeddings (memory-mapped, gathered one cluster at a time) and, for exact
 copies, the corpus text. The per-document work runs as tasks on the engine
 (local or Ray): read tasks hash the texts (:mod:`clusterclip.dedup.hashes`),
-row tasks find each document's second-nearest cluster, and cluster tasks
-compare each cluster's documents (:mod:`clusterclip.dedup.compare`); the driver
-sends document indices and merges hashes, groups and border pairs. Writes ``duplicates.parquet``
+row tasks find each document's second-nearest cluster, cluster tasks
+compare each cluster's documents (:mod:`clusterclip.dedup.compare`), border
+tasks merge groups across clusters (:mod:`clusterclip.dedup.borders`) and run
+tasks compute each grouped document's similarity to its representative
+(:mod:`clusterclip.dedup.similarity`); the driver sends document indices and
+merges hashes, groups, border pairs and similarities. Writes ``duplicates.parquet``
 atomically (``index``, ``representative``, ``similarity``, ``exact``,
 ``min_similarity``) and the ``dedup`` manifest entry; the runner
 (:mod:`clusterclip.runner`) skips it when its options (the grouping method
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.dedup.borders import BorderWorker, border_tasks
+from clusterclip.dedup.borders import BorderBatch, BorderWorker, border_tasks
 from clusterclip.dedup.compare import CompareWorker, NeighbourWorker, compare_tasks
 from clusterclip.dedup.detect import (
     DuplicateGroups,
@@ -34,6 +37,7 @@ from clusterclip.dedup.detect import (
 )
 from clusterclip.dedup.hashes import hash_corpus
 from clusterclip.dedup.options import DedupOptions
+from clusterclip.dedup.similarity import SimilarityWorker
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, versions
 from clusterclip.io.artifacts import DuplicatesArtifact
@@ -185,11 +189,12 @@ class DedupStage:
         )  # fmt: skip
         merge = partial(self._merge, partial(BorderWorker, str(work.path.resolve()),
                                              options.threshold))  # fmt: skip
+        describe = partial(self._describe, partial(SimilarityWorker, str(work.path.resolve())))
         with progress_bar(total=usable, desc="dedup: compare", unit="doc") as bar:
             groups = find_groups(
                 embeddings.__getitem__, labels, threshold=options.threshold,
                 block_size=options.block_size, hashes=hashes, neighbours=neighbours,
-                progress=bar.update, compare=compare, merge=merge,
+                progress=bar.update, compare=compare, merge=merge, describe=describe,
             )  # fmt: skip
         compared = time.perf_counter()
         outputs = _write(work, groups)
@@ -234,12 +239,18 @@ class DedupStage:
         return out
 
     def _merge(self, worker: Any, works: Any) -> Any:
-        """The border sets' merges from :class:`BorderWorker` tasks on the engine."""
-        found = map_shards(
-            border_tasks(works), worker, engine=self.engine, options=self.ray_options
-        )
-        for _, answers in found:
-            yield from answers
+        """The border sets' merges from :class:`BorderWorker` tasks on the engine, one
+        :class:`~clusterclip.dedup.borders.BorderMerged` per task (its sets' joined)."""
+        tasks = ((task, BorderBatch.pack(batch)) for task, batch in border_tasks(works))
+        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
+        for _, answer in found:
+            yield answer
+
+    def _describe(self, worker: Any, works: Any) -> Any:
+        """Each run's similarities from :class:`SimilarityWorker` tasks on the engine, in order."""
+        found = map_shards(enumerate(works), worker, engine=self.engine, options=self.ray_options)
+        for _, values in found:
+            yield values
 
     def _compare(self, worker: Any, works: Any) -> Any:
         """The clusters' answers from :class:`CompareWorker` tasks on the engine, in order."""
