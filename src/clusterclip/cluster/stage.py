@@ -304,17 +304,20 @@ def _fit(
 ) -> tuple[Any, dict[str, Any]]:
     """Fit ``model`` as one task of the stage's engine (:mod:`clusterclip.cluster.fitting`).
 
-    The driver sends the unfitted estimator, ``auto`` already resolved here (the
-    worker runs the backend the driver's machine rule names), and the worker
-    reads its sample rows itself. Returns the fitted model and the rest of the
-    task's result (threads, faiss's BLAS, the seed-stability fit).
+    The driver sends the unfitted estimator, its backend already resolved here
+    (``auto`` and ``torch`` are rules of the driver's machine; the worker runs the
+    backend they name), and the worker reads its sample rows itself. ``fastest``
+    is a timing of the fit sample, so the worker measures it (its cache is the
+    worker's). Returns the fitted model and the rest of the task's result
+    (threads, faiss's BLAS, the seed-stability fit).
     """
     from clusterclip.cluster.fitting import fit_on_engine
     from clusterclip.cluster.probe import choose_backend
 
     choice = None
-    if options.backend == "auto":
-        choice = choose_backend("auto", np.zeros((0, 0), dtype=np.float32), options.n_clusters)
+    if options.backend != "fastest":
+        empty = np.zeros((0, 0), dtype=np.float32)  # a rule: no sample needed
+        choice = choose_backend(options.backend, empty, options.n_clusters)
         model.backend = choice.backend
     stability = None
     if options.stability_sample > 0 and not options.levels:
@@ -329,7 +332,7 @@ def _fit(
         blas=blas,
     )  # fmt: skip
     model = fitted_on["model"]
-    if choice is not None:  # the worker saw a named backend; the choice was the driver's rule
+    if choice is not None:  # the worker saw the resolved name; the choice was the driver's
         model.backend = options.backend
         model.backend_choice_ = choice.as_record()
     return model, fitted_on
