@@ -245,7 +245,7 @@ def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
     result = _cluster(workdir, engine="ray", engine_options={"num_workers": 2})
     assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
     local_dir, local = local_clusters
-    np.testing.assert_array_equal(result.centroids, local.centroids)  # the fit stays local
+    np.testing.assert_array_equal(result.centroids, local.centroids)  # the fit: a Ray task too
     np.testing.assert_array_equal(result.labels, local.labels)
     np.testing.assert_array_equal(result.scores, local.scores)
     assert (result.labels == -1).sum() == SHARD_SIZE + 2  # the rejected documents

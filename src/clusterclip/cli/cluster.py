@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--overwrite", action="store_true", help="replace clusters made with other settings"
     )
     add_section(parser, "cluster", "cluster", required=("n_clusters",))
-    add_engine_flags(parser, "the assignment step; the fit stays local")
+    add_engine_flags(parser, "the fit (one task) and the assignment")
 
 
 def _small_line(summary: dict[str, Any]) -> str:

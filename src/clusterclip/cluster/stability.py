@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["agreement", "seed_stability"]
+__all__ = ["agreement", "compare_stability", "seed_stability", "stability_fit"]
 
 #: The second fit's cap on documents per centroid and Lloyd iterations.
 STABILITY_POINTS_PER_CENTROID = 64
@@ -100,6 +100,45 @@ def seed_stability(
         ``ari``, ``fowlkes_mallows``, ``pairs_kept``, ``sample_size``, ``other_seed``,
         ``seconds``. Deterministic for the same inputs, seed and backend.
     """
+    second = stability_fit(
+        matrix, usable, n_clusters=n_clusters, seed=seed, sample_size=sample_size, init=init,
+        backend=backend, batch_size=batch_size,
+    )  # fmt: skip
+    return compare_stability(labels, second)
+
+
+def stability_fit(
+    matrix: Any,
+    usable: np.ndarray,
+    *,
+    n_clusters: int,
+    seed: int,
+    sample_size: int,
+    init: str,
+    backend: str,
+    batch_size: int,
+) -> dict[str, Any]:
+    """The second fit of :func:`seed_stability`: its sample's rows and their labels.
+
+    Needs no label of the stage, so it runs with the stage's fit (on the engine's
+    worker); :func:`compare_stability` then compares. Parameters as
+    :func:`seed_stability`.
+
+    Returns
+    -------
+    dict
+        ``rows`` (int64, sorted), ``labels`` (the other seed's cluster of each),
+        ``other_seed``, ``seconds``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(m, 0.1, (50, 3)) for m in np.eye(3)])
+    >>> second = stability_fit(X, np.arange(150), n_clusters=3, seed=0, sample_size=60,
+    ...                        init="k-means++", backend="numpy", batch_size=1024)
+    >>> len(second["rows"]), len(second["labels"])
+    (60, 60)
+    """
     from clusterclip.cluster.kmeans import KMeans
 
     started = time.perf_counter()
@@ -117,14 +156,27 @@ def seed_stability(
         batch_size=batch_size,
     )  # fmt: skip
     other = model.fit(block).predict(block)
-    result = agreement(labels[rows], other)
+    return {"rows": rows, "labels": other, "other_seed": other_seed,
+            "seconds": time.perf_counter() - started}  # fmt: skip
+
+
+def compare_stability(labels: np.ndarray, second: dict[str, Any]) -> dict[str, Any]:
+    """The record of :func:`seed_stability` from the stage's labels and a :func:`stability_fit`.
+
+    >>> second = {"rows": np.array([0, 1, 2]), "labels": np.array([4, 4, 5]),
+    ...           "other_seed": 1, "seconds": 0.0}
+    >>> compare_stability(np.array([0, 0, 1]), second)["ari"]
+    1.0
+    """
+    started = time.perf_counter()
+    result = agreement(labels[second["rows"]], second["labels"])
     return {
         **{name: round(value, 4) for name, value in result.items()},
-        "sample_size": int(size),
-        "other_seed": other_seed,
+        "sample_size": int(len(second["rows"])),
+        "other_seed": second["other_seed"],
         "fit": {
             "max_points_per_centroid": STABILITY_POINTS_PER_CENTROID,
             "n_iter": STABILITY_ITERATIONS,
         },
-        "seconds": round(time.perf_counter() - started, 3),
+        "seconds": round(second["seconds"] + time.perf_counter() - started, 3),
     }

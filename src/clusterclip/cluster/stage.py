@@ -27,7 +27,6 @@ from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import WorkDir, versions
 from clusterclip.io.artifacts import CentroidsArtifact, ClustersArtifact, LevelCentroidsArtifact
 from clusterclip.runner import StageOutput, run_stage
-from clusterclip.threads import available_cpus
 
 __all__ = ["ClusterResult", "ClusterStage", "cluster", "cluster_summary"]
 
@@ -60,18 +59,6 @@ class ClusterResult:
     summary: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False
     levels: np.ndarray | None = None
-
-
-class _RowView:
-    """Rows ``rows`` (sorted) of a matrix, as a matrix (the ``ok`` documents)."""
-
-    def __init__(self, matrix: Any, rows: np.ndarray) -> None:
-        self.matrix, self.source_rows = matrix, rows
-        self.shape = (len(rows), int(matrix.shape[1]))
-        self.dtype = matrix.dtype
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        return self.matrix[self.source_rows[key]]
 
 
 # ------------------------------------------------------------------ summary
@@ -179,8 +166,8 @@ def cluster(
     overwrite : bool
         Replace a previous result made with other settings or inputs (otherwise refuse).
     engine : {"local", "ray"}
-        Where the assignment step runs (:data:`clusterclip.engines.ENGINES`); the
-        fit stays local.
+        Where the fit (one task: the worker reads its own sample rows) and the
+        assignment run (:data:`clusterclip.engines.ENGINES`); the same bytes on each.
     engine_options : mapping, optional
         Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``, e.g.
         ``{"address": "auto", "num_workers": 8}``; empty for ``"local"``.
@@ -278,24 +265,19 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     model = _model(options, stage)
     model._validate()
     ok, embeddings, usable = _usable_documents(work, options)
-    data = embeddings if len(usable) == len(ok) else _RowView(embeddings, usable)
-    model.fit(data)
+    model, fitted_on = _fit(work, model, options, stage)
     fitted = time.perf_counter()
     labels, scores, centroids, tree, small = _assign(embeddings, ok, usable, model, options, stage)
     assigned = time.perf_counter()
     stability = None
-    if options.stability_sample > 0 and tree is None:
-        from clusterclip.cluster.stability import seed_stability
+    if fitted_on["stability"] is not None:
+        from clusterclip.cluster.stability import compare_stability
 
-        stability = seed_stability(
-            embeddings, labels, usable, n_clusters=options.n_clusters, seed=options.seed,
-            sample_size=options.stability_sample, init=options.init, backend=model.backend_,
-            batch_size=options.assign_batch_size,
-        )  # fmt: skip
+        stability = compare_stability(labels, fitted_on["stability"])
     levels = None if tree is None else tree.ancestors(labels)
     outputs = _write_outputs(work, labels, scores, centroids, levels=levels, tree=tree)
     summary = cluster_summary(labels, scores, len(centroids))
-    summary.update(_fit_summary(options, model, small, stability))
+    summary.update(_fit_summary(options, model, small, stability, fitted_on["threads"]))
     summary["seconds"] = {
         "fit": round(fitted - started, 3),
         "assign": round(assigned - fitted, 3),
@@ -310,11 +292,50 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         "small_clusters": small,
         "versions": versions("faiss-cpu", "torch", "scipy", "pyarrow", "threadpoolctl"),
     }
-    if model.backend_ == "faiss" or options.backend in ("auto", "fastest", "faiss"):
-        record["blas"] = _blas_record()
+    if fitted_on["blas"] is not None:
+        record["blas"] = fitted_on["blas"]
     result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
                            levels=levels)  # fmt: skip
     return StageOutput(outputs, summary, record, result)
+
+
+def _fit(
+    work: WorkDir, model: Any, options: ClusterOptions, stage: ClusterStage
+) -> tuple[Any, dict[str, Any]]:
+    """Fit ``model`` as one task of the stage's engine (:mod:`clusterclip.cluster.fitting`).
+
+    The driver sends the unfitted estimator, its backend already resolved here
+    (``auto`` and ``torch`` are rules of the driver's machine; the worker runs the
+    backend they name), and the worker reads its sample rows itself. ``fastest``
+    is a timing of the fit sample, so the worker measures it (its cache is the
+    worker's). Returns the fitted model and the rest of the task's result
+    (threads, faiss's BLAS, the seed-stability fit).
+    """
+    from clusterclip.cluster.fitting import fit_on_engine
+    from clusterclip.cluster.probe import choose_backend
+
+    choice = None
+    if options.backend != "fastest":
+        empty = np.zeros((0, 0), dtype=np.float32)  # a rule: no sample needed
+        choice = choose_backend(options.backend, empty, options.n_clusters)
+        model.backend = choice.backend
+    stability = None
+    if options.stability_sample > 0 and not options.levels:
+        stability = {
+            "n_clusters": options.n_clusters, "seed": options.seed,
+            "sample_size": options.stability_sample, "init": options.init,
+            "batch_size": options.assign_batch_size,
+        }  # fmt: skip
+    blas = options.backend in ("auto", "fastest", "faiss") or model.backend == "faiss"
+    fitted_on = fit_on_engine(
+        model, work.path, engine=stage.engine, options=stage.ray_options, stability=stability,
+        blas=blas,
+    )  # fmt: skip
+    model = fitted_on["model"]
+    if choice is not None:  # the worker saw the resolved name; the choice was the driver's
+        model.backend = options.backend
+        model.backend_choice_ = choice.as_record()
+    return model, fitted_on
 
 
 def _usable_documents(work: WorkDir, options: ClusterOptions) -> tuple[np.ndarray, Any, np.ndarray]:
@@ -386,7 +407,11 @@ def _assign(
 
 
 def _fit_summary(
-    options: ClusterOptions, model: Any, small: dict[str, Any], stability: dict[str, Any] | None
+    options: ClusterOptions,
+    model: Any,
+    small: dict[str, Any],
+    stability: dict[str, Any] | None,
+    threads: dict[str, Any],
 ) -> dict[str, Any]:
     """The summary's entries about the fit: what was asked, what was dissolved, how it ran."""
     return {
@@ -399,7 +424,7 @@ def _fit_summary(
         "n_iter": getattr(model, "n_iter_", None),
         "backend": model.backend_,
         "backend_choice": model.backend_choice_,
-        "threads": _threads(),
+        "threads": threads,
         "stability": stability,
         "init": getattr(model, "init_", None),
     }
@@ -444,34 +469,6 @@ def _levels_summary(
         "fit": model.level_stats_,
         "stability": "not measured for hierarchical runs",
     }
-
-
-def _threads() -> dict[str, Any]:
-    """Threads of the libraries the fit used (results on the exact backends may
-    differ in the last bits with another count: sums are split differently)."""
-    threads: dict[str, Any] = {"cpus": available_cpus()}
-    try:
-        from threadpoolctl import threadpool_info
-
-        for pool in threadpool_info():
-            threads.setdefault(pool["internal_api"], pool["num_threads"])
-    except ImportError:
-        pass
-    import sys
-
-    if "torch" in sys.modules:
-        threads["torch"] = sys.modules["torch"].get_num_threads()
-    return threads
-
-
-def _blas_record() -> dict[str, Any]:
-    import importlib.util
-
-    if importlib.util.find_spec("faiss") is None:
-        return {"faiss": "not installed"}
-    from clusterclip.cluster.blas import faiss_blas_info
-
-    return faiss_blas_info()
 
 
 def _write_outputs(
