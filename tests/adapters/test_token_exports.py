@@ -115,6 +115,18 @@ def test_flat_tokens_refuses_a_tokenizer_without_end_token(made, tokenizer_dir, 
     assert not (tmp_path / "x").exists()  # refused before anything was written
 
 
+def test_a_file_that_is_not_a_tokenizer_is_named_with_the_fix(made, tmp_path):
+    from clusterclip.adapters.flat import export_flat_tokens
+
+    bad = tmp_path / "t.json"
+    bad.write_text('{"not": "a tokenizer"}', encoding="utf-8")
+    with pytest.raises(
+        ClusterClipError, match=r"t\.json: not a tokenizer\.json .*model's directory"
+    ):
+        export_flat_tokens(made["workdir"], tmp_path / "x", tokenizer=str(bad))
+    assert not (tmp_path / "x").exists()  # refused before anything was written
+
+
 def test_tokenizer_json_file_gives_the_same_tokens(made, tokenizer_dir, flat, tmp_path):
     from clusterclip.adapters.flat import export_flat_tokens
 

@@ -198,7 +198,14 @@ def load_tokenizer(
                 name,
             )
         tokenizers = require_extra("tokenizers", "tokens")
-        backend = tokenizers.Tokenizer.from_file(str(path))
+        try:
+            backend = tokenizers.Tokenizer.from_file(str(path))
+        except Exception as error:  # the Rust library raises a bare Exception on a bad file
+            raise ClusterClipError(
+                f"{path}: not a tokenizer.json the tokenizers library can load ({error}). "
+                "Pass the tokenizer.json saved with the model (tokenizer.save(...)), or the "
+                "model's directory."
+            ) from None
         _whole_documents(backend)
         library, vocab_size, own_eos = "tokenizers", backend.get_vocab_size(True), None
         to_id = backend.token_to_id
