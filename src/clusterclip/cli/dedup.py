@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     stage = DedupStage(engine=engine, engine_options=engine_options)
     plan = plan_stages([(stage, options)], ["dedup"])
     outcome = plan.run(work, on_change="refuse", force=args.overwrite, log=print)["dedup"]
-    rows = group_rows(work)
-    shown = rows[: args.largest]
+    rows = group_rows(work, top=None if args.export is not None else args.largest)
+    shown = rows[: args.largest]  # only the largest are described, unless all are exported
     print(format_summary(outcome.summary, shown, _texts_of(work, shown)))
     if args.export is not None:
         written = export_groups(rows, args.export)
