@@ -77,29 +77,28 @@ def run(args: argparse.Namespace) -> int:
     outcome = plan.run(work, on_change="refuse", force=args.overwrite, log=print)["dedup"]
     rows = group_rows(work, top=None if args.export is not None else args.largest)
     shown = rows[: args.largest]  # only the largest are described, unless all are exported
-    print(format_summary(outcome.summary, shown, _texts_of(work, shown)))
+    texts = _texts_of(work, shown, engine, engine_options)
+    print(format_summary(outcome.summary, shown, texts))
     if args.export is not None:
         written = export_groups(rows, args.export)
         print(f"  exported       {len(rows):,} groups to {written}")
     return 0
 
 
-def _texts_of(work: Any, rows: list[dict[str, Any]]) -> dict[int, str]:
-    """Texts of the representatives and first duplicates shown (one partial corpus pass)."""
+def _texts_of(
+    work: Any, rows: list[dict[str, Any]], engine: str, engine_options: Any
+) -> dict[int, str]:
+    """Texts of the representatives and first duplicates shown, read by tasks on the engine."""
+    from clusterclip.describe import document_texts
+
     wanted = set()
     for row in rows:
         wanted.add(row["representative"]["index"])
         wanted.update(d["index"] for d in row["duplicates"][:1])
     if not wanted or not work.corpus_rereadable():
         return {}
-    texts = {}
-    last = max(wanted)
-    for record in work.corpus():
-        if record.index in wanted:
-            texts[record.index] = record.text or ""
-        if record.index >= last:
-            break
-    return texts
+    found = document_texts(work.path, wanted, engine=engine, engine_options=engine_options)
+    return {index: document["text"] for index, document in found.items()}
 
 
 def _clip(text: str, width: int = 90) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.describe.keywords import KeywordCounter
-from clusterclip.describe.reading import read_clusters
+from clusterclip.describe.reading import read_clusters, read_texts
 from clusterclip.engines import resolve_options
 from clusterclip.errors import hint, invalid
 from clusterclip.io import WorkDir
@@ -165,28 +165,27 @@ def _spread_sample(labels: np.ndarray, sizes: np.ndarray, cap: int) -> np.ndarra
 
 
 def document_texts(
-    workdir: str | os.PathLike[str], indices: Iterable[int]
+    workdir: str | os.PathLike[str],
+    indices: Iterable[int],
+    *,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """Id and text of the documents ``indices``, read from the checked corpus in one pass.
+    """Id and text of the documents ``indices``, read from the checked corpus.
 
-    Stops at the last index asked for. Used by the report to show the members
-    of dissolved small clusters, which no longer have a cluster of their own.
+    Read by tasks of ``engine`` that each read one small shard holding wanted
+    documents (:func:`clusterclip.describe.reading.read_texts`): the driver reads
+    no text, wherever the documents are. Used by the report to show the members
+    of dissolved small clusters, and by ``clusterclip dedup`` for its examples.
 
     >>> document_texts("work", [12, 3])[3]["text"]  # doctest: +SKIP
     'And God called the light Day, ...'
     """
-    wanted = {int(i) for i in indices}
-    found: dict[int, dict[str, Any]] = {}
-    if not wanted:
-        return found
-    last = max(wanted)
-    for record in WorkDir(workdir).corpus():
-        if record.index in wanted:
-            found[int(record.index)] = {
-                "index": int(record.index),
-                "id": record.id,
-                "text": "" if record.text is None else str(record.text),
-            }
-        if record.index >= last:
-            break
-    return found
+    found = read_texts(
+        WorkDir(workdir), [int(i) for i in indices], engine=engine,
+        options=resolve_options(engine, engine_options),
+    )  # fmt: skip
+    return {
+        index: {"index": index, "id": id_, "text": "" if text is None else str(text)}
+        for index, (id_, text) in sorted(found.items())
+    }

@@ -27,10 +27,21 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.io.readplan import ShardTask, corpus_plan, shard_records
 
-__all__ = ["KEYWORD_TASK_DOCUMENTS", "KeywordTask", "KeywordWorker", "read_clusters"]
+__all__ = [
+    "KEYWORD_TASK_DOCUMENTS",
+    "TEXT_TASK_DOCUMENTS",
+    "KeywordTask",
+    "KeywordWorker",
+    "TextTask",
+    "TextWorker",
+    "read_clusters",
+    "read_texts",
+]
 
 #: Documents one keyword task reads (a speed knob only: the counts do not depend on it).
 KEYWORD_TASK_DOCUMENTS = 2**16
+#: Documents one text task covers: only the tasks holding a wanted document run.
+TEXT_TASK_DOCUMENTS = 2**12
 
 
 @dataclass(frozen=True)
@@ -145,3 +156,69 @@ def read_clusters(
         merged.merge(counter)
         texts.update(found)
     return merged, texts
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """One read task of :func:`read_texts`: a shard and the global indices wanted in it."""
+
+    shard: ShardTask
+    wanted: tuple[int, ...]
+
+
+class TextWorker:
+    """Read a :class:`TextTask`'s shard and return ``{index: (id, text)}`` of its wanted documents.
+
+    Pass ``functools.partial(TextWorker, read_options)`` to
+    :func:`clusterclip.engines.map_shards`.
+    """
+
+    def __init__(self, read_options: Mapping[str, Any]) -> None:
+        self.read_options = dict(read_options)
+
+    def __call__(self, task: TextTask) -> dict[int, tuple[Any, str | None]]:
+        wanted, found, read = set(task.wanted), {}, 0
+        for record in shard_records(task.shard, self.read_options):
+            read += 1
+            if record.index in wanted:
+                found[int(record.index)] = (record.id, record.text)
+        if read != task.shard.rows:
+            raise ClusterClipError(
+                f"text task at document {task.shard.first_index:,}: read {read:,} records where "
+                f"the plan counted {task.shard.rows:,}; did a corpus file change during the run? "
+                "Rerun the command."
+            )
+        return found
+
+
+def read_texts(
+    work: WorkDir, indices: Any, *, engine: str = "local", options: RayOptions | None = None
+) -> dict[int, tuple[Any, str | None]]:
+    """``{index: (id, text)}`` of the documents ``indices``, read by tasks on ``engine``.
+
+    Only the shards of :data:`TEXT_TASK_DOCUMENTS` documents that hold a wanted
+    index are read, each by its own task, so the driver reads no text and the
+    cost does not grow with where in the corpus the documents are. Indices
+    outside the corpus are left out. The corpus is checked unchanged first
+    (:func:`~clusterclip.io.readplan.corpus_plan`).
+
+    >>> read_texts(WorkDir("work"), [3, 12])[3]  # doctest: +SKIP
+    (None, 'And God called the light Day, ...')
+    """
+    wanted = np.unique(np.asarray(list(indices), dtype=np.int64))
+    if not wanted.size:
+        return {}
+    plan, read_options = corpus_plan(work, engine=engine, options=options)
+
+    def tasks() -> Any:
+        for shard in plan.shards(TEXT_TASK_DOCUMENTS):
+            low, high = shard.first_index, shard.first_index + shard.rows
+            inside = wanted[np.searchsorted(wanted, low) : np.searchsorted(wanted, high)]
+            if inside.size:
+                yield shard.first_index, TextTask(shard, tuple(inside.tolist()))
+
+    found: dict[int, tuple[Any, str | None]] = {}
+    worker = functools.partial(TextWorker, read_options)
+    for _, part in map_shards(tasks(), worker, engine=engine, options=options):
+        found.update(part)
+    return found

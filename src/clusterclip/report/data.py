@@ -156,7 +156,10 @@ def compute_report_data(
     shares = _shares(inputs, rarest, draws.per_cluster)
     by_size = np.argsort(-inputs.sizes, kind="stable")
     clip_events = _clip_events(clip_positions)
-    small = _small_clusters(work, inputs, keywords_available=bool(inspected))
+    small = _small_clusters(
+        work, inputs, keywords_available=bool(inspected), engine=engine,
+        engine_options=engine_options,
+    )  # fmt: skip
     summary = _summary(inputs, docs, draws, repeats, clip_events, tokens_drawn)
     summary["n_dissolved_clusters"] = len(small["dissolved"])
     summary["dissolved_documents"] = int(sum(d["size"] for d in small["dissolved"]))
@@ -553,7 +556,14 @@ def _dynamics(
     }
 
 
-def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool) -> dict[str, Any]:
+def _small_clusters(
+    work: WorkDir,
+    inputs: _Inputs,
+    *,
+    keywords_available: bool,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The clusters the cluster stage dissolved (too small), with examples, and sizes before.
 
     ``sizes_before_by_rank`` are the sizes of all ``requested`` clusters before
@@ -570,7 +580,7 @@ def _small_clusters(work: WorkDir, inputs: _Inputs, *, keywords_available: bool)
 
         wanted = [i for d in dissolved for i in d.get("members", [])[:3]]
         try:
-            texts = document_texts(work.path, wanted)
+            texts = document_texts(work.path, wanted, engine=engine, engine_options=engine_options)
         except (ClusterClipError, OSError):
             texts = {}
     for d in dissolved:
