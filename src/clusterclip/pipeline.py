@@ -24,7 +24,7 @@ from clusterclip.config import (
     RunConfig,
     ScheduleOptions,
 )
-from clusterclip.errors import hint, invalid
+from clusterclip.errors import ClusterClipError, hint, invalid, spell
 from clusterclip.plan import StageLedger
 
 __all__ = [
@@ -89,11 +89,10 @@ def resolve_config(
             "workdir", "a directory (created if missing)", config.workdir, "It is a file."
         )
     if config.cluster.n_clusters is None:
-        raise invalid(
-            "n_clusters",
-            "an int in [1, inf)",
-            None,
-            f"Pass {hint('n_clusters', 100)} (a few hundred documents per cluster is typical).",
+        raise ClusterClipError(
+            f"`{spell('n_clusters')}` is required (an int in [1, inf)): how many clusters to "
+            f"balance. Pass {hint('n_clusters', 100)} (a few hundred documents per cluster is "
+            "typical)."
         )
     _check_budget_fits(config.schedule)
     return config, source

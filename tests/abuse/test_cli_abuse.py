@@ -96,7 +96,7 @@ OPTION_CASES = {
     "n-clusters 0": (["--n-clusters", "0"], ["`--n-clusters` must be an int in [1, inf); got 0"]),
     "n-clusters -1": (["--n-clusters", "-1"], ["`--n-clusters` must be an int in [1, inf); got -1"]),
     "n-clusters abc": (["--n-clusters", "abc"], ["argument --n-clusters: invalid int value: 'abc'"]),
-    "n-clusters missing": ([], ["`--n-clusters` must be an int in [1, inf); got None",
+    "n-clusters missing": ([], ["`--n-clusters` is required (an int in [1, inf))",
                                 "Pass --n-clusters 100"]),
     "epochs inf": (["--n-clusters", "3", "--epochs", "inf"],
                    ["`--epochs` must be a number in (0, inf); got inf"]),

@@ -114,7 +114,7 @@ def test_run_validates_its_arguments(tmp_path):
     from clusterclip.pipeline import run
 
     with pytest.raises(
-        ClusterClipError, match=r"`n_clusters` must be an int in \[1, inf\); got None"
+        ClusterClipError, match=r"`n_clusters` is required \(an int in \[1, inf\)\)"
     ):
         run([tmp_path / "x.jsonl"], workdir=tmp_path / "w")
     with pytest.raises(ClusterClipError, match=r"`inputs` must be at least one corpus file"):
