@@ -92,13 +92,18 @@ class KeywordWorker:
                 counter.add(label, record.text)
             if record.index in wanted:
                 examples[int(record.index)] = (record.id, record.text)
-        if read != task.shard.rows:
-            raise ClusterClipError(
-                f"keyword task at document {first:,}: read {read:,} records where the plan "
-                f"counted {task.shard.rows:,}; did a corpus file change during the run? "
-                "Rerun the command."
-            )
+        _check_read("keyword", task.shard, read)
         return counter, examples
+
+
+def _check_read(kind: str, shard: ShardTask, read: int) -> None:
+    """Refuse a task that read another number of records than the plan counted."""
+    if read != shard.rows:
+        raise ClusterClipError(
+            f"{kind} task at document {shard.first_index:,}: read {read:,} records where the "
+            f"plan counted {shard.rows:,}; did a corpus file change during the run? Rerun the "
+            "command."
+        )
 
 
 def read_clusters(
@@ -182,12 +187,7 @@ class TextWorker:
             read += 1
             if record.index in wanted:
                 found[int(record.index)] = (record.id, record.text)
-        if read != task.shard.rows:
-            raise ClusterClipError(
-                f"text task at document {task.shard.first_index:,}: read {read:,} records where "
-                f"the plan counted {task.shard.rows:,}; did a corpus file change during the run? "
-                "Rerun the command."
-            )
+        _check_read("text", task.shard, read)
         return found
 
 
