@@ -19,18 +19,22 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any, TypeVar
 
 __all__ = [
     "FasterWay",
+    "OnDriverThreads",
     "available_cpus",
     "cpu_flags",
+    "driver_threads",
     "helper",
     "native_bfloat16",
+    "on_driver_threads",
     "one_thread",
+    "pinned_threads",
     "prefetched",
     "tokenizer_threads",
 ]
@@ -248,3 +252,94 @@ class FasterWay:
             return
         old = self.seconds[way]
         self.seconds[way] = seconds if old == math.inf else 0.5 * (old + seconds)
+
+
+def driver_threads() -> dict[str, int]:
+    """The BLAS and torch thread counts a fit in this process would run on, without importing torch.
+
+    torch's default is OpenMP's: ``OMP_NUM_THREADS`` when set, else the CPUs
+    this process may run on; once torch is loaded, its actual count.
+
+    >>> sorted(driver_threads())
+    ['blas', 'torch']
+    """
+    torch = sys.modules.get("torch")
+    default = os.environ.get("OMP_NUM_THREADS", "")
+    fallback = int(default) if default.isdigit() and int(default) > 0 else available_cpus()
+    blas = fallback
+    try:
+        from threadpoolctl import threadpool_info
+
+        counts = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+        blas = counts[0] if counts else fallback
+    except ImportError:
+        pass
+    return {"blas": int(blas), "torch": int(torch.get_num_threads() if torch else fallback)}
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: Mapping[str, int] | None) -> Iterator[None]:
+    """Run the block on these BLAS / torch thread counts (``None``: leave them as they are).
+
+    >>> with pinned_threads({"blas": 1, "torch": 1}):
+    ...     pass
+    """
+    if threads is None:
+        yield
+        return
+    try:
+        import torch  # the fit's backends load it anyway; its threads must be set before
+    except ImportError:  # numpy and faiss alone: only the BLAS and OpenMP counts
+        torch = None
+    before = torch.get_num_threads() if torch is not None else 0
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with the cluster extra
+        limits: Any = contextlib.nullcontext()
+    else:
+        # OpenMP (torch's, faiss's) on torch's count: both follow OMP_NUM_THREADS by default
+        counts = {"blas": int(threads["blas"]), "openmp": int(threads["torch"])}
+        limits = threadpool_limits(limits=counts)
+    with limits:
+        if torch is not None:
+            torch.set_num_threads(int(threads["torch"]))
+        try:
+            yield
+        finally:
+            if torch is not None:
+                torch.set_num_threads(before)
+
+
+class OnDriverThreads:
+    """A worker built by ``factory`` whose every call runs on ``threads``
+    (:func:`pinned_threads`): see :func:`on_driver_threads`."""
+
+    def __init__(self, factory: Any, threads: Mapping[str, int]) -> None:
+        self.worker = factory()
+        self.threads = dict(threads)
+
+    def __call__(self, payload: Any) -> Any:
+        with pinned_threads(self.threads):
+            return self.worker(payload)
+
+
+def on_driver_threads(factory: Any, engine: str) -> Any:
+    """``factory`` (a :func:`~clusterclip.engines.map_shards` worker) run on this process's
+    thread counts wherever the engine runs it.
+
+    An exact product's last bits can follow the thread count (MKL's; OpenBLAS's on
+    an AVX2-only EPYC, for numpy's and faiss's builds alike), and a Ray actor
+    reserving one CPU starts with one thread, so the assignment and dedup tasks
+    would score rows differently from the local engine. On the local engine
+    ``factory`` is returned as it is; elsewhere each call runs on
+    :func:`driver_threads` (the price: a worker with fewer CPUs than the driver has
+    threads shares them).
+
+    >>> on_driver_threads(dict, "local") is dict
+    True
+    """
+    if engine == "local":
+        return factory
+    import functools
+
+    return functools.partial(OnDriverThreads, factory, driver_threads())

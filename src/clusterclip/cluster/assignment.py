@@ -21,6 +21,7 @@ from clusterclip.cluster.kmeans import assign
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
 from clusterclip.io.shards import release_pages
+from clusterclip.threads import on_driver_threads
 
 __all__ = ["AssignWorker", "Block", "TreeAssignWorker", "assign_files", "plan_blocks"]
 
@@ -158,6 +159,7 @@ def assign_files(
         worker: Any = functools.partial(AssignWorker, centroids, backend)
     else:
         worker = functools.partial(TreeAssignWorker, tree, beam)
+    worker = on_driver_threads(worker, engine)  # the local engine's bits on any engine
     tasks = [(block[3], block) for block in blocks]
     done = 0  # rows filled so far: results come back in row order
     bar = progress_bar(total=total, desc="assign", unit="doc") if progress else None

@@ -20,16 +20,15 @@ changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.threads import available_cpus
+from clusterclip.threads import available_cpus, driver_threads, pinned_threads
 
 __all__ = ["FitWorker", "driver_threads", "fit_on_engine", "pinned_threads", "threads_record"]
 
@@ -76,58 +75,6 @@ def threads_record() -> dict[str, Any]:
     if "torch" in sys.modules:
         threads["torch"] = sys.modules["torch"].get_num_threads()
     return threads
-
-
-def driver_threads() -> dict[str, int]:
-    """The BLAS and torch thread counts a fit in this process would run on, without importing torch.
-
-    torch's default is OpenMP's: ``OMP_NUM_THREADS`` when set, else the CPUs
-    this process may run on; once torch is loaded, its actual count.
-
-    >>> sorted(driver_threads())
-    ['blas', 'torch']
-    """
-    torch = sys.modules.get("torch")
-    default = os.environ.get("OMP_NUM_THREADS", "")
-    fallback = int(default) if default.isdigit() and int(default) > 0 else available_cpus()
-    blas = fallback
-    try:
-        from threadpoolctl import threadpool_info
-
-        counts = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
-        blas = counts[0] if counts else fallback
-    except ImportError:
-        pass
-    return {"blas": int(blas), "torch": int(torch.get_num_threads() if torch else fallback)}
-
-
-@contextlib.contextmanager
-def pinned_threads(threads: Mapping[str, int] | None) -> Iterator[None]:
-    """Run the block on these BLAS / torch thread counts (``None``: leave them as they are).
-
-    >>> with pinned_threads({"blas": 1, "torch": 1}):
-    ...     pass
-    """
-    if threads is None:
-        yield
-        return
-    import torch  # the fit's backends load it anyway; its threads must be set before
-
-    before = torch.get_num_threads()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with the cluster extra
-        limits: Any = contextlib.nullcontext()
-    else:
-        # OpenMP (torch's, faiss's) on torch's count: both follow OMP_NUM_THREADS by default
-        counts = {"blas": int(threads["blas"]), "openmp": int(threads["torch"])}
-        limits = threadpool_limits(limits=counts)
-    with limits:
-        torch.set_num_threads(int(threads["torch"]))
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
 
 
 class FitWorker:

@@ -43,6 +43,7 @@ from clusterclip.io import WorkDir, versions
 from clusterclip.io.artifacts import DuplicatesArtifact
 from clusterclip.io.readplan import corpus_plan
 from clusterclip.runner import StageOutput, run_stage
+from clusterclip.threads import on_driver_threads
 
 __all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
 
@@ -229,10 +230,8 @@ class DedupStage:
         rows = step * max(1, NEIGHBOUR_TASK_ROWS // step)
         tasks = ((start, (start, labels[start : start + rows])) for start in range(0, n, rows))
         out = np.empty(n, dtype=np.int64)
-        found = map_shards(
-            tasks, partial(NeighbourWorker, str(work.path.resolve())), engine=self.engine,
-            options=self.ray_options,
-        )  # fmt: skip
+        worker = on_driver_threads(partial(NeighbourWorker, str(work.path.resolve())), self.engine)
+        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
         for start, part in found:
             out[start : start + part.size] = part
             progress(int(part.size))
@@ -242,18 +241,21 @@ class DedupStage:
         """The border sets' merges from :class:`BorderWorker` tasks on the engine, one
         :class:`~clusterclip.dedup.borders.BorderMerged` per task (its sets' joined)."""
         tasks = ((task, BorderBatch.pack(batch)) for task, batch in border_tasks(works))
+        worker = on_driver_threads(worker, self.engine)
         found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
         for _, answer in found:
             yield answer
 
     def _describe(self, worker: Any, works: Any) -> Any:
         """Each run's similarities from :class:`SimilarityWorker` tasks on the engine, in order."""
+        worker = on_driver_threads(worker, self.engine)
         found = map_shards(enumerate(works), worker, engine=self.engine, options=self.ray_options)
         for _, values in found:
             yield values
 
     def _compare(self, worker: Any, works: Any) -> Any:
         """The clusters' answers from :class:`CompareWorker` tasks on the engine, in order."""
+        worker = on_driver_threads(worker, self.engine)
         found = map_shards(
             compare_tasks(works), worker, engine=self.engine, options=self.ray_options
         )
