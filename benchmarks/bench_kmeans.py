@@ -6,9 +6,11 @@ Same data, same process, same run (ratios, not absolute times, are the result):
    backend; ``auto`` is the one listed first), scikit-learn ``KMeans``
    (Lloyd, k-means++, n_init=1), a straightforward torch re-implementation of
    the authors' loop (random init, fp32 matmul, arg-max, empty clusters left
-   stale; also in bf16 where the CPU has native bf16), faiss ``Kmeans`` as installed (OpenBLAS core type
-   ``Prescott``) and with the core type fixed (``SkylakeX``), each faiss run in
-   a child process because OpenBLAS reads the variable once. Reported: wall
+   stale; also in bf16 where the CPU has native bf16), faiss ``Kmeans`` as
+   installed (its OpenBLAS picks the kernels: ``Prescott`` on CPUs it does not
+   know) and with the core type fixed (the one clusterclip sets: ``SkylakeX``
+   with AVX-512, ``Haswell`` on AVX2), each faiss run in a child process
+   because OpenBLAS reads the variable once. Reported: wall
    time, time per iteration / the bare ``n x d @ d x K`` product (the floor of
    any exact Lloyd iteration), and the final mean cosine of every point to its
    nearest centroid (the same exact fp32 evaluation for all).
@@ -53,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.cluster import KMeans, assign_matrix
+from clusterclip.cluster.blas import recommended_coretype
 from clusterclip.cluster.synthetic import vmf_mixture
 from clusterclip.threads import native_bfloat16
 
@@ -163,9 +166,11 @@ def sklearn_kmeans(X: np.ndarray, k: int, n_iter: int, seed: int) -> np.ndarray:
     return model.fit(X).cluster_centers_
 
 
-def faiss_child(coretype: str, config: dict[str, int], seed: int) -> dict[str, Any]:
-    """Run faiss.Kmeans in a fresh process with OPENBLAS_CORETYPE=coretype."""
-    env = dict(os.environ, OPENBLAS_CORETYPE=coretype)
+def faiss_child(coretype: str | None, config: dict[str, int], seed: int) -> dict[str, Any]:
+    """Run faiss.Kmeans in a fresh process with OPENBLAS_CORETYPE=coretype (unset: None)."""
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+    if coretype is not None:
+        env["OPENBLAS_CORETYPE"] = coretype
     command = [sys.executable, __file__, "--faiss-child", json.dumps({**config, "seed": seed})]
     output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
@@ -249,9 +254,12 @@ def section_fit(config: dict[str, int], seed: int, backends: list[str]) -> dict[
         record(f"torch authors' loop ({precision})", seconds, centers, "random init")
     seconds, centers = timed(sklearn_kmeans, X, k, n_iter, seed)
     record("scikit-learn KMeans (lloyd)", seconds, centers, "k-means++ init")
-    for coretype in ("Prescott", "SkylakeX"):
+    # As installed, faiss's OpenBLAS detects the CPU itself (it misreads recent ones as
+    # Prescott); fixed, it gets the core type clusterclip sets (SkylakeX with AVX-512,
+    # Haswell on AVX2).
+    for coretype in (None, recommended_coretype()):
         result = faiss_child(coretype, config, seed)
-        label = "as installed" if coretype == "Prescott" else "core type fixed"
+        label = "as installed" if coretype is None else "core type fixed"
         rows.append({"method": f"faiss Kmeans ({label})", **result})
         log(
             f"{'faiss Kmeans (' + label + ')':<34} {result['seconds']:8.2f} s  "

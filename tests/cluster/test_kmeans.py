@@ -185,6 +185,34 @@ def test_auto_picks_the_gpu_where_torch_sees_one(monkeypatch):
     assert backends.auto_rule()[0] != "torch-cuda"
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        # AVX2 without AVX-512 (AMD Zen 2/3): numpy's newer OpenBLAS, whatever is installed
+        ({"avx2", "fma", "f16c"}, "numpy"),
+        # AVX-512 without bf16 (Ice Lake): faiss on its fixed OpenBLAS kernels
+        ({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, "faiss"),
+        # native bf16 (Sapphire Rapids): bf16 products on torch
+        ({"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16"}, "torch-bf16"),
+    ],
+)
+def test_auto_is_a_rule_of_the_cpu_flags(monkeypatch, flags, expected):
+    import clusterclip.cluster.backends as backends
+    import clusterclip.cluster.blas as blas
+
+    blas.import_faiss()  # on the real flags: the faked ones must not pick its kernels
+    monkeypatch.setattr(backends, "cuda_device", lambda: None)
+    monkeypatch.setattr(blas, "cpu_flags", lambda: frozenset(flags))
+    backend, why = backends.auto_rule()
+    assert backend == expected
+    assert ("AVX2 without AVX-512" in why) == (expected == "numpy")
+    # the real machine follows the same rule
+    monkeypatch.undo()
+    real = blas.cpu_flags()
+    if {"avx2", "fma"} <= real and not {"avx512f", "avx512_bf16", "amx_bf16"} & real:
+        assert backends.auto_rule()[0] in ("numpy", "torch-cuda")
+
+
 def test_torch_cuda_without_a_gpu_says_what_to_pass_instead():
     from clusterclip.cluster.backends import TorchBackend
 

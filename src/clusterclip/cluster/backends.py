@@ -34,8 +34,9 @@ Backends
     a fixed rule of the machine type, never a timing (:func:`auto_rule`):
     ``torch-cuda`` when torch sees a CUDA device, else ``torch-bf16`` on CPUs
     with native bf16 (AMX-BF16 or AVX512-BF16) when torch is installed, else
-    ``faiss`` when installed (with its OpenBLAS on fast kernels), else
-    ``torch-fp32``, else ``numpy``. So the same command on the same
+    ``numpy`` on AVX2 CPUs without AVX-512 (numpy's newer OpenBLAS is the
+    fastest exact product there), else ``faiss`` when installed (with its
+    OpenBLAS on fast kernels), else ``torch-fp32``, else ``numpy``. So the same command on the same
     inputs gives the same labels on every run of one machine type (CPU model,
     core count, library versions), whatever the load and whatever is cached.
 ``fastest``
@@ -47,10 +48,12 @@ Backends
     another backend, whose labels differ at near-ties.
 
 Results are deterministic for a given backend on a given machine type; different
-backends may differ on near-ties. The Lloyd loop's thread count (one or all,
-timed per fit: :func:`clusterclip.cluster.kmeans.lloyd_threads`) does not change
-them: every backend splits rows and centroids across threads, never a sum
-(``tests/abuse/test_reproducible.py`` checks it for every installed backend).
+backends may differ on near-ties. A product's last bits can depend on the thread
+count (MKL's, and OpenBLAS's on an AVX2-only EPYC), so the Lloyd loop's thread
+count is timed per fit (:func:`clusterclip.cluster.kmeans.lloyd_threads`) only
+for the backends whose bits were shown not to (``THREAD_INVARIANT``;
+``tests/abuse/test_reproducible.py`` checks them); the others keep the default
+threads.
 """
 
 from __future__ import annotations
@@ -96,6 +99,15 @@ def native_bf16() -> list[str]:
     return [name for name in ("amx_bf16", "avx512_bf16") if name in cpu_flags()]
 
 
+def _avx2_only() -> bool:
+    """An x86 CPU with AVX2 and FMA but no AVX-512 (e.g. AMD Zen 2 and 3, Intel client
+    cores before Ice Lake)."""
+    from clusterclip.cluster.blas import cpu_flags
+
+    flags = cpu_flags()
+    return {"avx2", "fma"} <= flags and "avx512f" not in flags
+
+
 def cuda_device() -> str | None:
     """The name of the CUDA device torch would use, or None (no GPU, or no CUDA torch).
 
@@ -120,8 +132,10 @@ def auto_rule() -> tuple[str, str]:
     whether faiss's OpenBLAS runs on fast kernels), never of a timing: reruns
     on one machine type give the same backend, so the same labels. bf16
     products are ~3x faster than the exact ones wherever the CPU has them
-    (docs/performance.md), and the three exact backends are within a few
-    percent of each other, so a measurement would only pick among them by chance.
+    (docs/performance.md). Among the exact backends, numpy's OpenBLAS ran Lloyd
+    iterations ~12% faster than faiss's on an AVX2-only EPYC, in two runs; on
+    the AVX-512 Xeon measured, faiss and numpy traded places between runs, so a
+    measurement would only pick among them by chance there.
 
     Returns
     -------
@@ -143,6 +157,10 @@ def auto_rule() -> tuple[str, str]:
     facts = [
         f"native bf16 ({', '.join(bf16)}) but torch not installed" if bf16 else "no native bf16"
     ]
+    if not bf16 and _avx2_only():
+        # numpy's OpenBLAS (0.3.31) ran Lloyd iterations ~12% faster than faiss's bundled
+        # 0.3.15 and ~19% faster than torch's MKL on an AVX2-only EPYC (docs/performance.md)
+        return "numpy", f"{facts[0]}, AVX2 without AVX-512: numpy's OpenBLAS"
     if _has("faiss"):
         from clusterclip.cluster.blas import faiss_blas_info
 
