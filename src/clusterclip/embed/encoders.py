@@ -86,9 +86,10 @@ class EncoderSpec:
     precision : {"auto", "float32", "bfloat16", "float16"}
         ``"auto"``: float16 on GPU, bfloat16 on CPUs with AVX512-BF16/AMX, else float32.
     runtime : {"auto", "torch", "onnxruntime"}
-        What runs the transformer's forward pass. ``"auto"``: torch for now
-        (:func:`clusterclip.embed.onnx_runtime.choose_runtime`); ``"onnxruntime"``:
-        the float32 pass in ONNX Runtime on CPU.
+        What runs the transformer's forward pass. ``"auto"``: ONNX Runtime for
+        float32 on a CPU without native bfloat16 (where it is faster), torch
+        elsewhere (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
+        ``"onnxruntime"``: the float32 pass in ONNX Runtime on CPU.
     state_dir : str, optional
         Directory holding fitted state (the TF-IDF fit lives in the work directory).
     seed : int

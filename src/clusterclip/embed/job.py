@@ -189,8 +189,9 @@ def embed(
     precision : {"auto", "float32", "bfloat16", "float16"}
         Compute precision of the transformer (``auto``: fp16 on GPU, bf16 on capable CPUs).
     runtime : {"auto", "torch", "onnxruntime"}
-        What runs the transformer (``auto``: torch; ``onnxruntime``: float32 on
-        CPU in ONNX Runtime; :mod:`clusterclip.embed.onnx_runtime`).
+        What runs the transformer (``auto``: ONNX Runtime for float32 on a CPU
+        without native bfloat16, else torch; ``onnxruntime``: float32 on CPU in
+        ONNX Runtime; :mod:`clusterclip.embed.onnx_runtime`).
     seed : int
         Seed of the tfidf sample and SVD.
 

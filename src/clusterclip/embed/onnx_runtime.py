@@ -16,11 +16,11 @@ measured and not adopted: min cosine 0.981-0.986 with every matrix product
 quantised, and its activations are quantised with one scale per batch, so a
 text's vector would depend on the texts it is batched with.
 
-``auto`` is torch on every machine for now (:func:`choose_runtime`): end to end,
-on the only CPU measured so far (an AVX-512/AMX Xeon, torch held to AVX2 or not),
-ONNX Runtime ran at 0.66-1.02x of torch float32 (docs/performance.md); the rule
-will pick ONNX Runtime only where it is measured faster, and stays a rule of the
-device, precision, CPU flags and installed libraries, never of a timing.
+``auto`` runs float32 in ONNX Runtime on CPUs without native bfloat16, where
+it was measured faster than torch (:func:`choose_runtime`): on an AVX2-only AMD
+EPYC (family 23 model 49) it encoded ~100-token texts at 1.17x torch float32
+(encode only) and end to end at 1.2-1.3x torch (docs/performance.md). The rule is
+one of the device, precision, CPU flags and installed libraries, never of a timing.
 A model that cannot be exported, or whose exported graph does not reproduce
 torch on a few probe texts, runs in torch; the reason is recorded in the
 manifest (``encoder.runtime_reason``) and given as a warning.
@@ -55,10 +55,11 @@ __all__ = [
 #: Values of ``runtime``: ``auto`` (the rule of :func:`choose_runtime`), torch, onnxruntime.
 RUNTIMES = ("auto", "torch", "onnxruntime")
 #: Whether ``auto`` picks ONNX Runtime for float32 on CPUs without native bfloat16.
-#: Off: end to end it ran at 0.66-1.02x of torch float32 on the one CPU measured
-#: (docs/performance.md, "The transformer without bf16"); turn on only with a
-#: measurement on such a CPU that shows it faster.
-AUTO_ONNXRUNTIME = False
+#: On: on an AVX2-only CPU it was faster than torch float32, encode only and end to
+#: end (docs/performance.md, "The transformer without bf16"). (On an AVX-512 Xeon
+#: with torch held to AVX2 it had run at 0.66-1.02x; that CPU has native bf16, so
+#: ``auto`` runs bfloat16 there and this rule does not apply.)
+AUTO_ONNXRUNTIME = True
 #: Version of the export recipe below; part of the cache key (a new recipe exports afresh).
 EXPORT_RECIPE = 1
 #: Probe texts whose ONNX vectors must match torch's before the graph is used.
@@ -91,11 +92,11 @@ def choose_runtime(
 ) -> tuple[str, str]:
     """What runs the transformer's forward pass, and why: ``(runtime, reason)``.
 
-    ``runtime="auto"`` is ``torch``: float32 on a CPU without native bfloat16
-    would be ONNX Runtime's case, but it has not been measured faster there end
-    to end (:data:`AUTO_ONNXRUNTIME`; docs/performance.md). It is a rule of these
-    facts alone, never of a timing, so the same machine and libraries always
-    choose the same way. ``flags``: the CPU's (:func:`clusterclip.threads.cpu_flags`)
+    ``runtime="auto"`` is ``onnxruntime`` for float32 on a CPU without native
+    bfloat16 when ONNX Runtime is installed (measured faster there:
+    :data:`AUTO_ONNXRUNTIME`, docs/performance.md), else ``torch``. It is a rule
+    of these facts alone, never of a timing, so the same machine and libraries
+    always choose the same way. ``flags``: the CPU's (:func:`clusterclip.threads.cpu_flags`)
     when ``None``; ``installed``: :func:`onnxruntime_installed` when ``None``.
     ``device`` and ``precision`` are resolved values (``cpu``, ``float32``...).
 
@@ -112,7 +113,7 @@ def choose_runtime(
     ('onnxruntime', 'asked for')
     >>> choose_runtime("auto", device="cpu", precision="float32",
     ...                flags={"avx2", "fma"}, installed=True)[0]
-    'torch'
+    'onnxruntime'
     >>> choose_runtime("auto", device="cpu", precision="bfloat16",
     ...                flags={"avx512_bf16"}, installed=True)[0]
     'torch'
@@ -148,11 +149,11 @@ def choose_runtime(
     if not installed:
         return "torch", "onnxruntime is not installed (pip install 'clusterclip[embed]')"
     if not AUTO_ONNXRUNTIME:
-        return "torch", (
-            "float32 on a CPU without native bfloat16: onnxruntime was not measured faster "
-            "end to end (--runtime onnxruntime to use it)"
-        )
-    return "onnxruntime", "float32 on a CPU without native bfloat16"
+        return "torch", "float32 on a CPU without native bfloat16 (--runtime onnxruntime to use it)"
+    return "onnxruntime", (
+        "float32 on a CPU without native bfloat16: onnxruntime measured faster than torch there "
+        "(--runtime torch to use torch)"
+    )
 
 
 def _versions() -> dict[str, str]:

@@ -61,8 +61,9 @@ class EmbedOptions:
     )
     runtime: str = option(
         "auto",
-        "What runs the transformer's forward pass (auto: torch; onnxruntime: float32 on CPU "
-        "in ONNX Runtime, exported once per model; docs/embed.md).",
+        "What runs the transformer's forward pass (auto: ONNX Runtime for float32 on a CPU "
+        "without native bfloat16, else torch; onnxruntime: float32 on CPU in ONNX Runtime, "
+        "exported once per model; docs/embed.md).",
         choices=("auto", "torch", "onnxruntime"),
     )
     strict: bool = option(
