@@ -222,9 +222,8 @@ def print_growth(sizes: list[int], spent: list[dict[tuple[str, str], tuple[float
     print("\nDriver share of the growth: (driver cpu at N2 - at N1) / (total cpu at N2 - at N1)")
     print(f"{'engine':>6} {'stage':>8} {'N1':>10} {'N2':>10} {'d driver':>8} {'d total':>8} "
           f"{'share':>7}")  # fmt: skip
-    for (small, large), before, after in zip(
-        zip(sizes, sizes[1:]), spent, spent[1:], strict=False
-    ):
+    pairs = zip(sizes, sizes[1:], strict=False)
+    for (small, large), before, after in zip(pairs, spent, spent[1:], strict=False):
         for key in after:
             if key not in before:
                 continue
