@@ -36,9 +36,10 @@ Backends
     with native bf16 (AMX-BF16 or AVX512-BF16) when torch is installed, else
     ``numpy`` on AVX2 CPUs without AVX-512 (numpy's newer OpenBLAS is the
     fastest exact product there), else ``faiss`` when installed (with its
-    OpenBLAS on fast kernels), else ``torch-fp32``, else ``numpy``. So the same command on the same
-    inputs gives the same labels on every run of one machine type (CPU model,
-    core count, library versions), whatever the load and whatever is cached.
+    OpenBLAS on fast kernels), else ``torch-fp32``, else ``numpy``. So the same
+    command on the same inputs gives the same labels on every run of one
+    machine type (CPU model, core count, library versions), whatever the load
+    and whatever is cached.
 ``fastest``
     measured: in :class:`~clusterclip.cluster.KMeans` and the cluster stage, the
     fastest candidate timed on the fit sample the first time, then from a cache

@@ -18,9 +18,10 @@ text's vector would depend on the texts it is batched with.
 
 ``auto`` runs float32 in ONNX Runtime on CPUs without native bfloat16, where
 it was measured faster than torch (:func:`choose_runtime`): on an AVX2-only AMD
-EPYC (family 23 model 49) it encoded ~100-token texts at 1.17x torch float32
-(encode only) and end to end at 1.2-1.3x torch (docs/performance.md). The rule is
-one of the device, precision, CPU flags and installed libraries, never of a timing.
+EPYC (family 23 model 49) it embedded end to end at 1.15-1.19x our torch float32
+path, 1.20-1.21x plain fp32 ``SentenceTransformer.encode`` (docs/performance.md).
+The rule is one of the device, precision, CPU flags and installed libraries,
+never of a timing.
 A model that cannot be exported, or whose exported graph does not reproduce
 torch on a few probe texts, runs in torch; the reason is recorded in the
 manifest (``encoder.runtime_reason``) and given as a warning.
