@@ -230,36 +230,34 @@ class DedupStage:
         rows = step * max(1, NEIGHBOUR_TASK_ROWS // step)
         tasks = ((start, (start, labels[start : start + rows])) for start in range(0, n, rows))
         out = np.empty(n, dtype=np.int64)
-        worker = on_driver_threads(partial(NeighbourWorker, str(work.path.resolve())), self.engine)
-        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
+        found = self._map(tasks, partial(NeighbourWorker, str(work.path.resolve())))
         for start, part in found:
             out[start : start + part.size] = part
             progress(int(part.size))
         return out
 
+    def _map(self, tasks: Any, worker: Any) -> Any:
+        """:func:`~clusterclip.engines.map_shards` on the stage's engine, each worker on the
+        driver's thread counts (:func:`~clusterclip.threads.on_driver_threads`): the
+        scores' bits, so the groups, are the local engine's on any engine."""
+        worker = on_driver_threads(worker, self.engine)
+        return map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
+
     def _merge(self, worker: Any, works: Any) -> Any:
         """The border sets' merges from :class:`BorderWorker` tasks on the engine, one
         :class:`~clusterclip.dedup.borders.BorderMerged` per task (its sets' joined)."""
         tasks = ((task, BorderBatch.pack(batch)) for task, batch in border_tasks(works))
-        worker = on_driver_threads(worker, self.engine)
-        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
-        for _, answer in found:
+        for _, answer in self._map(tasks, worker):
             yield answer
 
     def _describe(self, worker: Any, works: Any) -> Any:
         """Each run's similarities from :class:`SimilarityWorker` tasks on the engine, in order."""
-        worker = on_driver_threads(worker, self.engine)
-        found = map_shards(enumerate(works), worker, engine=self.engine, options=self.ray_options)
-        for _, values in found:
+        for _, values in self._map(enumerate(works), worker):
             yield values
 
     def _compare(self, worker: Any, works: Any) -> Any:
         """The clusters' answers from :class:`CompareWorker` tasks on the engine, in order."""
-        worker = on_driver_threads(worker, self.engine)
-        found = map_shards(
-            compare_tasks(works), worker, engine=self.engine, options=self.ray_options
-        )
-        for _, answers in found:
+        for _, answers in self._map(compare_tasks(works), worker):
             yield from answers
 
 
