@@ -76,3 +76,61 @@ def test_the_first_calls_are_not_measured():
     assert ways.choose() == 1
     ways.record(1, 2.0)
     assert ways.seconds == [1.0, 2.0]
+
+
+def test_blas_per_thread_runs_numpy_on_one_thread_and_restores_the_count():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = threads.blas_threads()
+        with threads.blas_per_thread() as workers:
+            assert workers == before  # the workers a caller may spread blocks over
+            assert [lib.num_threads for lib in threads._numpy_blas()] == [1] * len(
+                threads._numpy_blas()
+            )
+            assert threads.blas_threads() == before  # still what the caller was given
+            with threads.blas_per_thread() as nested:  # nested: the same workers, still one
+                assert nested == before
+            assert all(lib.num_threads == 1 for lib in threads._numpy_blas())
+        assert threads.blas_threads() == before  # the last block out restores it
+
+
+def test_blas_per_thread_open_in_several_threads_restores_the_count_once_all_are_out():
+    import threading
+
+    before = threads.blas_threads()
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def hold() -> None:
+        with threads.blas_per_thread():
+            inside.wait(timeout=30)
+            release.wait(timeout=30)
+
+    holders = [threading.Thread(target=hold) for _ in range(2)]
+    for holder in holders:
+        holder.start()
+    inside.wait(timeout=30)
+    assert all(lib.num_threads == 1 for lib in threads._numpy_blas())
+    release.set()
+    for holder in holders:
+        holder.join(timeout=30)
+    assert threads.blas_threads() == before
+
+
+def test_spread_calls_every_item_once_and_raises_the_first_error():
+    seen = np.zeros(50, dtype=np.int64)
+
+    def mark(item: int) -> None:
+        seen[item] += 1
+
+    threads.spread(mark, range(50), workers=3)
+    assert seen.tolist() == [1] * 50
+
+    def fail(item: int) -> None:
+        if item == 7:
+            raise ValueError(f"item {item}")
+
+    with pytest.raises(ValueError, match="item 7"):
+        threads.spread(fail, range(20), workers=2)
+    with pytest.raises(ValueError, match="item 7"):
+        threads.spread(fail, range(20), workers=1)

@@ -19,7 +19,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -28,6 +28,9 @@ __all__ = [
     "FasterWay",
     "OnDriverThreads",
     "available_cpus",
+    "avx2_only",
+    "blas_per_thread",
+    "blas_threads",
     "cpu_flags",
     "driver_threads",
     "helper",
@@ -36,6 +39,7 @@ __all__ = [
     "one_thread",
     "pinned_threads",
     "prefetched",
+    "spread",
     "tokenizer_threads",
 ]
 
@@ -104,6 +108,17 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def avx2_only(flags: Iterable[str] | None = None) -> bool:
+    """True for an x86 CPU with AVX2 and FMA but no AVX-512 (AMD Zen 2 and 3, Intel
+    client cores before Ice Lake). ``flags``: this machine's (:func:`cpu_flags`) when ``None``.
+
+    >>> avx2_only({"avx2", "fma"}), avx2_only({"avx2", "fma", "avx512f"}), avx2_only(set())
+    (True, False, False)
+    """
+    given = set(cpu_flags() if flags is None else flags)
+    return {"avx2", "fma"} <= given and "avx512f" not in given
+
+
 def native_bfloat16(flags: Iterable[str] | None = None) -> bool:
     """True when a CPU with these flags runs bfloat16 matmuls natively (AVX512-BF16 or AMX).
 
@@ -141,13 +156,97 @@ def tokenizer_threads() -> int:
     return int(threads) if threads.isdigit() and int(threads) > 0 else available_cpus()
 
 
+_BLAS_LOCK = threading.Lock()
+#: Shared by every :func:`blas_per_thread` block: how many are open, and what they replaced.
+_BLAS_STATE: dict[str, Any] = {"open": 0, "threads": 1, "controllers": None}
+
+
+def _numpy_blas() -> list[Any]:
+    """threadpoolctl's controllers of the BLAS numpy runs on (made once per process)."""
+    if _BLAS_STATE["controllers"] is None:
+        from threadpoolctl import ThreadpoolController
+
+        blas = ThreadpoolController().select(user_api="blas").lib_controllers
+        numpy_own = [lib for lib in blas if "numpy" in str(lib.filepath)]
+        _BLAS_STATE["controllers"] = numpy_own or blas
+    return _BLAS_STATE["controllers"]
+
+
+def blas_threads() -> int:
+    """How many threads numpy's BLAS runs a product on now (cheap: no library scan).
+
+    >>> with one_thread():
+    ...     blas_threads()
+    1
+    """
+    with _BLAS_LOCK:
+        if _BLAS_STATE["open"]:
+            return int(_BLAS_STATE["threads"])
+        return max([1, *(lib.num_threads for lib in _numpy_blas())])
+
+
+@contextlib.contextmanager
+def blas_per_thread() -> Iterator[int]:
+    """Inside the block, each numpy product runs on the calling thread alone; yields
+    how many threads numpy's BLAS had (the workers a caller may run products on).
+
+    A product's last bits can follow the BLAS thread count (OpenBLAS 0.3.31 on an
+    AVX2-only EPYC), so a caller that cuts its rows into fixed blocks, multiplies
+    each on one thread and spreads the blocks over the yielded number of Python
+    threads (:func:`spread`) gets the same bits on one thread and on many, and
+    runs its arg-max and sums in parallel too. Blocks may nest and may be open
+    in several threads at once: the first sets the count to 1, the last restores it.
+
+    >>> with blas_per_thread() as workers:
+    ...     workers >= 1
+    True
+    """
+    with _BLAS_LOCK:
+        if _BLAS_STATE["open"] == 0:
+            libraries = _numpy_blas()
+            _BLAS_STATE["threads"] = max([1, *(lib.num_threads for lib in libraries)])
+            _BLAS_STATE["before"] = [lib.num_threads for lib in libraries]
+            for lib in libraries:
+                lib.set_num_threads(1)
+        _BLAS_STATE["open"] += 1
+        workers = int(_BLAS_STATE["threads"])
+    try:
+        yield workers
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_STATE["open"] -= 1
+            if _BLAS_STATE["open"] == 0:
+                for lib, threads in zip(_numpy_blas(), _BLAS_STATE["before"], strict=True):
+                    lib.set_num_threads(threads)
+
+
+def spread(function: Callable[[Item], Any], items: Sequence[Item], workers: int) -> None:
+    """Call ``function`` on every item, on up to ``workers`` threads (inline for one).
+
+    For work whose results do not depend on which thread ran it (each call
+    writes its own slice). The first error is raised once all calls are done.
+
+    >>> out = [0, 0, 0]
+    >>> spread(lambda i: out.__setitem__(i, i * i), range(3), workers=2)
+    >>> out
+    [0, 1, 4]
+    """
+    if workers <= 1 or len(items) <= 1:
+        for item in items:
+            function(item)
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        for future in [pool.submit(function, item) for item in items]:
+            future.result()
+
+
 _HELPER: ThreadPoolExecutor | None = None
 _HELPER_LOCK = threading.Lock()
 
 
 def _forget_helper() -> None:  # in a forked child: the parent's thread is not there
-    global _HELPER, _HELPER_LOCK
-    _HELPER, _HELPER_LOCK = None, threading.Lock()
+    global _HELPER, _HELPER_LOCK, _BLAS_LOCK
+    _HELPER, _HELPER_LOCK, _BLAS_LOCK = None, threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

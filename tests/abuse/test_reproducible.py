@@ -104,14 +104,17 @@ def _thread_invariant() -> tuple[str, ...]:
     return THREAD_INVARIANT
 
 
-@pytest.mark.parametrize("backend", ["torch-bf16"])
+@pytest.mark.parametrize("backend", ["torch-bf16", "numpy"])
 def test_the_thread_count_a_timing_may_choose_changes_no_bit(verses_embedded, monkeypatch, backend):
     """The proof the timing of ``lloyd_threads`` relies on, for each backend it may time:
     one Lloyd pass gives the same bits on one thread and on all, for blocks of any height
-    (a fit's last block can hold a single row), and so does a whole fit."""
+    (a fit's last block can hold a single row), and so does a whole fit. numpy holds it
+    too (each block's product on one BLAS thread, the blocks spread over threads) but is
+    not timed: its blocks are shared out as threads come free, so a busy core costs it
+    little, and a probe would cost a fit more than it could win."""
     import clusterclip.cluster.kmeans as kmeans_module
 
-    assert backend in _thread_invariant()
+    assert (backend in _thread_invariant()) == (backend != "numpy")
     if backend not in probe.available_candidates():
         pytest.skip(f"{backend} cannot run on this machine")
     engine = get_backend(backend)
@@ -133,11 +136,40 @@ def test_the_thread_count_a_timing_may_choose_changes_no_bit(verses_embedded, mo
     assert fits[0].cluster_centers_.tobytes() == fits[1].cluster_centers_.tobytes()
 
 
+def test_numpy_spreads_its_blocks_over_threads_with_the_bits_of_one(verses_embedded, monkeypatch):
+    """numpy's E-step cuts the rows into blocks, multiplies each on one BLAS thread and
+    spreads them over as many threads as the BLAS has: on 1, 2 and 3 threads the labels,
+    scores and sums are the same bytes, and each cluster's sum is its rows added in order."""
+    from threadpoolctl import threadpool_limits
+
+    import clusterclip.cluster.backends as backends
+    from clusterclip.threads import blas_threads
+
+    monkeypatch.setattr(backends, "_NUMPY_MAX_ROWS", 97)  # many blocks on a small corpus
+    engine = get_backend("numpy")
+    X = verses_embedded / np.linalg.norm(verses_embedded, axis=1, keepdims=True)
+    centroids = np.ascontiguousarray(X[:: len(X) // 40][:40])
+    passes = {}
+    for threads in (1, 2, 3):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            assert blas_threads() == threads
+            passes[threads] = engine.assign_and_sum(X, X, centroids)
+    for threads in (2, 3):
+        for got, expected in zip(passes[threads], passes[1], strict=True):
+            assert got.tobytes() == expected.tobytes(), threads
+    labels, scores, sums = passes[1]
+    in_order = np.zeros_like(sums)
+    np.add.at(in_order, labels, X)  # unbuffered: row after row
+    assert sums.tobytes() == in_order.tobytes()
+    np.testing.assert_allclose(scores, np.einsum("ij,ij->i", X, centroids[labels]), atol=1e-5)
+    assert (scores >= (X @ centroids.T).max(axis=1) - 1e-5).all()
+
+
 @pytest.mark.parametrize("backend", ["torch-fp32", "numpy", "faiss"])
 def test_no_timing_chooses_the_threads_of_backends_whose_bits_follow_them(verses_embedded, backend):
     """MKL's product of a one-row block can differ in the last bit between one thread and
-    two, and so can OpenBLAS's (numpy's and faiss's builds, on an AVX2-only EPYC): these
-    backends' Lloyd loops keep the default threads, untimed."""
+    two, and so can faiss's OpenBLAS (on an AVX2-only EPYC): these backends' Lloyd loops
+    keep the default threads, untimed; so does numpy's (see the test above)."""
     require_module("torch", "torch")
     import torch
 

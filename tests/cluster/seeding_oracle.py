@@ -14,8 +14,8 @@ def sequential_kmeans_plusplus(
     X: np.ndarray, n_clusters: int, rng: np.random.Generator, *, min_cell: int = 1
 ) -> np.ndarray:
     n = len(X)
-    products = _pool_products(X)
     trials = 2 + int(np.log(n_clusters))
+    products = _pool_products(X, (n_clusters - 1) * trials)
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
     distance = np.maximum(1.0 - X @ X[chosen[0]], 0.0).astype(np.float32)

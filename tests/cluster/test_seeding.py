@@ -148,3 +148,27 @@ def test_rounds_keep_a_rare_topic_as_often_as_sequential(bbc):
                 ]
                 kept[per_round] += int(rare in owners)
     assert kept[6] >= kept[1] - 2, kept
+
+
+def test_a_pool_gram_matrix_on_numpy_changes_no_bit_with_the_thread_count(bbc, monkeypatch):
+    """Where the thin products run on numpy (AVX2-only CPUs, or no torch), a pool that the
+    seeding will multiply at least half over is multiplied once (its Gram matrix, in fixed
+    blocks of rows, each on one BLAS thread): the steps look their rows up, the values are
+    the products', and 1, 2 or 3 threads give the same bytes and the same centres."""
+    import clusterclip.cluster.seeding as seeding
+
+    monkeypatch.setattr(seeding, "_products_on_torch", lambda: False)
+    monkeypatch.setattr(seeding, "_GRAM_ROWS", 64)  # 400 rows: 7 blocks to spread
+    X = np.ascontiguousarray(bbc[0])
+    rows = np.array([3, 0, 399, 3, 250])
+    thin = seeding._pool_products(X, draws=len(X) // 2 - 1)  # fewer draws: no Gram matrix
+    assert thin(rows).tobytes() == (X[rows] @ np.ascontiguousarray(X.T)).tobytes()
+    grams = [seeding._gram(X, workers) for workers in (1, 2, 3)]
+    assert grams[1].tobytes() == grams[0].tobytes() == grams[2].tobytes()
+    looked_up = seeding._pool_products(X, draws=len(X) // 2, workers=2)(rows)
+    assert looked_up.tobytes() == grams[0][rows].tobytes()
+    np.testing.assert_allclose(looked_up, X[rows] @ X.T, atol=2e-6)
+    # K = 100: 99 x 6 candidate rows drawn against a 400-row pool, so the Gram matrix is used
+    picks = [kmeans_plusplus(X, 100, np.random.default_rng(5), workers=w) for w in (1, 2)]
+    np.testing.assert_array_equal(picks[0], picks[1])
+    assert len(set(picks[0].tolist())) == 100

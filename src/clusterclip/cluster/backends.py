@@ -20,8 +20,12 @@ Backends
     Near-ties (|difference| below bf16 resolution, ~4e-3) may pick the other
     centroid; on real and synthetic data the final objective equals fp32 to 1e-4
     (``benchmarks/bench_kmeans.py``).
-``torch-fp32``, ``numpy``
-    exact fp32 products (oneDNN / OpenBLAS).
+``torch-fp32``
+    exact fp32 products (MKL / oneDNN).
+``numpy``
+    exact fp32 products (numpy's OpenBLAS) in fixed blocks of rows, each on one
+    BLAS thread, the blocks (product, arg-max) and the M-step's sums spread over
+    as many Python threads as the BLAS has: the same bits on any thread count.
 ``torch``
     ``torch-bf16`` on CPUs with AMX-BF16, else ``torch-fp32``.
 ``torch-cuda``
@@ -54,7 +58,7 @@ count (MKL's, and OpenBLAS's on an AVX2-only EPYC), so the Lloyd loop's thread
 count is timed per fit (:func:`clusterclip.cluster.kmeans.lloyd_threads`) only
 for the backends whose bits were shown not to (``THREAD_INVARIANT``;
 ``tests/abuse/test_reproducible.py`` checks them); the others keep the default
-threads.
+threads (numpy's bits do not follow them either, see ``THREAD_INVARIANT``).
 """
 
 from __future__ import annotations
@@ -66,21 +70,29 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.threads import avx2_only
 
 __all__ = ["BACKENDS", "Backend", "auto_rule", "get_backend", "resolve_backend"]
 
 BACKENDS = ("auto", "fastest", "faiss", "torch", "torch-bf16", "torch-fp32", "torch-cuda", "numpy")
 
-#: Bytes of scores held at once by the blocked products (bounds memory).
-_SCORE_BLOCK_BYTES = 64 << 20
+#: Bytes of fp32 scores in one block of the numpy backend, and its most rows.
+_NUMPY_BLOCK_BYTES = 32 << 20
+_NUMPY_MAX_ROWS = 65536
 #: The torch backends keep each block of scores this small, so it stays in cache.
 _ARGMAX_BLOCK_BYTES = 8 << 20
 #: Column groups of the torch two-level arg-max (used from 16 * this many centroids).
 _ARGMAX_GROUPS = 16
 
 
-def _block_rows(n_centroids: int, itemsize: int = 4) -> int:
-    return max(256, _SCORE_BLOCK_BYTES // max(1, n_centroids * itemsize))
+def _numpy_block_rows(n_centroids: int) -> int:
+    """Rows per block of the numpy backend: 32 MiB of fp32 scores, 256 to 65,536 rows
+    (8,192 at ``K = 1024``; several blocks per thread on a fit sample).
+
+    >>> _numpy_block_rows(1024), _numpy_block_rows(10), _numpy_block_rows(10**6)
+    (8192, 65536, 256)
+    """
+    return min(_NUMPY_MAX_ROWS, max(256, _NUMPY_BLOCK_BYTES // max(1, 4 * n_centroids)))
 
 
 def _has(module: str) -> bool:
@@ -98,15 +110,6 @@ def native_bf16() -> list[str]:
     from clusterclip.cluster.blas import cpu_flags
 
     return [name for name in ("amx_bf16", "avx512_bf16") if name in cpu_flags()]
-
-
-def _avx2_only() -> bool:
-    """An x86 CPU with AVX2 and FMA but no AVX-512 (e.g. AMD Zen 2 and 3, Intel client
-    cores before Ice Lake)."""
-    from clusterclip.cluster.blas import cpu_flags
-
-    flags = cpu_flags()
-    return {"avx2", "fma"} <= flags and "avx512f" not in flags
 
 
 def cuda_device() -> str | None:
@@ -158,7 +161,9 @@ def auto_rule() -> tuple[str, str]:
     facts = [
         f"native bf16 ({', '.join(bf16)}) but torch not installed" if bf16 else "no native bf16"
     ]
-    if not bf16 and _avx2_only():
+    from clusterclip.cluster.blas import cpu_flags
+
+    if not bf16 and avx2_only(cpu_flags()):
         # numpy's OpenBLAS (0.3.31) ran Lloyd iterations ~12% faster than faiss's bundled
         # 0.3.15 and ~19% faster than torch's MKL on an AVX2-only EPYC (docs/performance.md)
         return "numpy", f"{facts[0]}, AVX2 without AVX-512: numpy's OpenBLAS"
@@ -211,17 +216,32 @@ class Backend:
         return X
 
     def top1(self, prepared: Any, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(labels int64, scores float32)`` of the most similar centroid per row."""
+        """``(labels int64, scores float32)`` of the most similar centroid per row.
+
+        numpy's exact fp32 product, in blocks of :func:`_numpy_block_rows` rows,
+        each multiplied on one BLAS thread; the blocks (product, arg-max, score)
+        are spread over as many Python threads as numpy's BLAS has
+        (:func:`clusterclip.threads.blas_per_thread`). So the arg-max runs in
+        parallel too, and the bits are the same on one thread and on many: a
+        block's product is always taken on one thread, and its height depends
+        only on ``K`` and where the rows end.
+        """
+        from clusterclip.threads import blas_per_thread, spread
+
         n = prepared.shape[0]
         labels = np.empty(n, dtype=np.int64)
         scores = np.empty(n, dtype=np.float32)
-        step = _block_rows(len(centroids))
-        transposed = np.ascontiguousarray(centroids.T)
-        for start in range(0, n, step):
-            block = prepared[start : start + step] @ transposed
-            best = block.argmax(axis=1)
-            labels[start : start + step] = best
-            scores[start : start + step] = block[np.arange(len(best)), best]
+        step = _numpy_block_rows(len(centroids))
+        transposed = np.ascontiguousarray(centroids.T, dtype=np.float32)
+
+        def block(start: int) -> None:
+            products = prepared[start : start + step] @ transposed
+            best = products.argmax(axis=1)
+            labels[start : start + len(best)] = best
+            scores[start : start + len(best)] = np.take_along_axis(products, best[:, None], 1)[:, 0]
+
+        with blas_per_thread() as workers:
+            spread(block, range(0, n, step), workers)
         return labels, scores
 
     def centroid_sums(
@@ -229,15 +249,31 @@ class Backend:
     ) -> np.ndarray:
         """Sum of the rows of each cluster, float32 ``(K, d)``.
 
-        One sparse one-hot product, single-threaded (scipy); the torch backends
-        fuse it into the E-step instead (:meth:`assign_and_sum`).
+        One sparse one-hot product (scipy; each cluster's rows added in row
+        order), its clusters cut into ranges of about equal rows that run on
+        as many threads as numpy's BLAS has: the same bits as one call. The
+        torch backends fuse the sums into the E-step instead (:meth:`assign_and_sum`).
         """
+        from clusterclip.threads import blas_threads, spread
+
         sparse = require_extra("scipy.sparse", "cluster")
         n = len(labels)
         onehot = sparse.csr_matrix(
             (np.ones(n, dtype=np.float32), (labels, np.arange(n))), shape=(n_clusters, n)
         )
-        return np.asarray(onehot @ X, dtype=np.float32)
+        sums = np.empty((n_clusters, X.shape[1]), dtype=np.float32)
+        workers = max(1, min(blas_threads(), n // 4096)) if n_clusters > 1 else 1
+        # cluster boundaries at equal shares of the rows (the one-hot's row pointer)
+        cuts = np.searchsorted(onehot.indptr, np.linspace(0, n, workers + 1), side="left")
+        cuts[0], cuts[-1] = 0, n_clusters
+        ranges = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+        def part(bounds: tuple[int, int]) -> None:
+            first, end = bounds
+            sums[first:end] = onehot[first:end] @ X
+
+        spread(part, ranges, len(ranges))
+        return sums
 
     def assign_and_sum(
         self, prepared: Any, X: np.ndarray, centroids: np.ndarray

@@ -54,9 +54,12 @@ THREAD_PROBE_ROWS = 16384
 #: Backends whose Lloyd pass gives the same bits on one thread and on all, so a timing
 #: may choose the thread count (``tests/abuse/test_reproducible.py`` checks each one).
 #: Not torch-fp32: MKL's product of a one-row block differs in the last bit between
-#: one thread and two, which can move a near-tie. Not numpy or faiss: their OpenBLAS
-#: builds did the same on an AVX2-only EPYC (Zen 2; numpy on a 255-row block, faiss on
-#: 778 rows), though not on the Xeon where they were first checked.
+#: one thread and two, which can move a near-tie. Not faiss: its OpenBLAS did the same
+#: on an AVX2-only EPYC (Zen 2, 778 rows), though not on the Xeon where it was first
+#: checked. numpy's bits do not follow the threads (each block's product runs on one
+#: BLAS thread, :class:`~clusterclip.cluster.backends.Backend`), but it is not timed:
+#: its blocks go to whichever thread is free (no thread waits for a parked one at
+#: every product), and an untimed fit saves the probe's four passes.
 THREAD_INVARIANT = ("torch-bf16", "torch-cuda")
 
 
