@@ -104,3 +104,26 @@ def test_a_finished_shard_is_not_read_again(tmp_path, verses):
     corpus.unlink()
     with pytest.raises(ClusterClipError, match="cannot open"):  # so the test above read none
         worker(dataclasses.replace(tasks[1], write=False))
+
+
+def test_a_lost_workers_temp_file_is_gone_when_the_stage_ends(tmp_path, verses, monkeypatch):
+    """A worker killed between writing a part's temp file and renaming it (its node
+    removed; the task ran again elsewhere) leaves that temp file while the stage goes
+    on: once every task is done, the stage deletes it."""
+    import clusterclip.embed.job as job
+
+    real = job.embed_shards
+
+    def and_a_lost_worker(plan, *args, **kwargs):
+        result = real(plan, *args, **kwargs)
+        lost = plan.parts / ".part-00001.npy.q8x2k1vz.tmp"  # as io.files.atomic names them
+        lost.write_bytes((plan.parts / "part-00001.npy").read_bytes())
+        return result
+
+    monkeypatch.setattr(job, "embed_shards", and_a_lost_worker)
+    corpus = write_jsonl(tmp_path / "verses.jsonl", verses[:200])
+    result = clusterclip.embed(corpus, workdir=tmp_path / "w", encoder="tfidf", shard_size=50)
+    assert result.summary["shards"] == 4
+    assert sorted(p.name for p in (tmp_path / "w" / "embeddings").iterdir()) == [
+        f"part-{i:05d}.npy" for i in range(4)
+    ]

@@ -331,9 +331,7 @@ def _run_embed(
     plan = TaskFiles(work, options.shard_size)
     if not resume or not _same_sources(plan, stage.sources):
         _clear(work)
-    for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
-        for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
-            stale.unlink(missing_ok=True)  # temp files of a killed run
+    _drop_temp_files(plan)  # of a killed run
     reads = plan_reads(
         stage.paths, dataset=_dataset(stage), engine=stage.engine, options=stage.ray_options
     )
@@ -345,6 +343,9 @@ def _run_embed(
     n_shards = stats["shards"]
     for old in sorted(plan.parts.glob("part-*.npy"))[n_shards:]:
         old.unlink()  # left over from a longer corpus of an earlier run
+    # Every task is done: a temp file now is a lost worker's (a node removed while it
+    # wrote; its task ran again elsewhere and renamed its own).
+    _drop_temp_files(plan)
     counts = plan.documents.merge(n_shards)
     parts = [plan.embeddings.part_path(s) for s in range(n_shards)]
     described = _inside_as_relative(local.describe(), workdir)  # no path to where it was made
@@ -391,6 +392,13 @@ def _run_embed(
     if not counts.get("ok"):  # nothing to cluster: say why now, not as a bad --n-clusters later
         raise no_usable_document(stage.sources, stream, rejects=work.path_of("rejects"))
     return StageOutput(outputs, summary, record, lambda: _result(work, summary))
+
+
+def _drop_temp_files(plan: TaskFiles) -> None:
+    """Delete the temp files of this stage's atomic writes (index fragments, parts)."""
+    for directory, pattern in ((plan.state, "index-*.parquet"), (plan.parts, "part-*.npy")):
+        for stale in directory.glob(f".{pattern}.*.tmp") if directory.is_dir() else ():
+            stale.unlink(missing_ok=True)
 
 
 def encoder_spec(work: WorkDir, options: EmbedOptions) -> EncoderSpec:
