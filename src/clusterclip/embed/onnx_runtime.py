@@ -237,15 +237,17 @@ def _eager_attention(model: Any) -> Any:
     return None
 
 
-def export_onnx(model: Any, names: list[str], target: Path) -> Path:
+def export_onnx(model: Any, names: list[str], target: Path, *, fuse: bool = True) -> Path:
     """Export a sentence-transformers model (float32, on CPU) to ``target/model.onnx``.
 
     Traced with ``torch.onnx.export`` (TorchScript exporter, dynamic batch and
-    sequence axes, inputs ``names``, output ``sentence_embedding``), then
-    optimised by ``onnxruntime.transformers.optimizer`` (attention, GELU and
-    LayerNorm fusions where it recognises a BERT-like graph; a graph it does
-    not recognise is kept as exported). Written to a temp directory and
-    renamed, so a concurrent export never leaves a half-written cache.
+    sequence axes, inputs ``names``, output ``sentence_embedding``), then, with
+    ``fuse`` (the default), optimised by ``onnxruntime.transformers.optimizer``
+    (attention, GELU and LayerNorm fusions where it recognises a BERT-like graph;
+    a graph it does not recognise is kept as exported). ``fuse=False`` keeps the
+    standard ONNX operators only, for other runtimes (``benchmarks/bench_openvino.py``).
+    Written to a temp directory and renamed, so a concurrent export never leaves
+    a half-written cache.
     """
     import torch
 
@@ -264,7 +266,7 @@ def export_onnx(model: Any, names: list[str], target: Path) -> Path:
                 dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
                 opset_version=17, dynamo=False, do_constant_folding=True,
             )  # fmt: skip
-        _optimize(raw, tmp / _MODEL_FILE, _attention_shape(model))
+        _optimize(raw, tmp / _MODEL_FILE, _attention_shape(model) if fuse else None)
         raw.unlink()
         for extra in tmp.glob("raw.onnx*"):  # external data of large models
             extra.unlink()
