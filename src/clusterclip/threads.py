@@ -164,12 +164,26 @@ _BLAS_STATE: dict[str, Any] = {"open": 0, "threads": 1, "controllers": None}
 def _numpy_blas() -> list[Any]:
     """threadpoolctl's controllers of the BLAS numpy runs on (made once per process)."""
     if _BLAS_STATE["controllers"] is None:
+        import numpy  # noqa: F401  (loads its BLAS, so the scan below finds it)
         from threadpoolctl import ThreadpoolController
 
         blas = ThreadpoolController().select(user_api="blas").lib_controllers
         numpy_own = [lib for lib in blas if "numpy" in str(lib.filepath)]
         _BLAS_STATE["controllers"] = numpy_own or blas
     return _BLAS_STATE["controllers"]
+
+
+def _set_threads(lib: Any, threads: int) -> None:
+    """Set a BLAS library's thread count, then give up threadpoolctl's control of it.
+
+    threadpoolctl (3.5+) lets only the thread that last set an OpenBLAS limit set
+    another until it clears its control; a :func:`blas_per_thread` block may be
+    left from another thread than the one that opened it.
+    """
+    lib.set_num_threads(threads)
+    clear = getattr(type(lib), "clear_controlling_thread", None)
+    if clear is not None:
+        clear()
 
 
 def blas_threads() -> int:
@@ -207,7 +221,7 @@ def blas_per_thread() -> Iterator[int]:
             _BLAS_STATE["threads"] = max([1, *(lib.num_threads for lib in libraries)])
             _BLAS_STATE["before"] = [lib.num_threads for lib in libraries]
             for lib in libraries:
-                lib.set_num_threads(1)
+                _set_threads(lib, 1)
         _BLAS_STATE["open"] += 1
         workers = int(_BLAS_STATE["threads"])
     try:
@@ -217,7 +231,7 @@ def blas_per_thread() -> Iterator[int]:
             _BLAS_STATE["open"] -= 1
             if _BLAS_STATE["open"] == 0:
                 for lib, threads in zip(_numpy_blas(), _BLAS_STATE["before"], strict=True):
-                    lib.set_num_threads(threads)
+                    _set_threads(lib, threads)
 
 
 def spread(function: Callable[[Item], Any], items: Sequence[Item], workers: int) -> None:
