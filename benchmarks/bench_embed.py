@@ -56,11 +56,14 @@ from pathlib import Path
 import numpy as np
 
 from clusterclip.cluster.blas import cpu_model
+from clusterclip.embed.openvino_runtime import openvino_installed
 from clusterclip.threads import native_bfloat16
 
 KJV = Path(str(files("clusterclip") / "data" / "kjv-verses.jsonl.gz"))
 #: The float32 transformer paths of a CPU without native bf16 (cases ``ours-<name>``).
+#: ``openvino`` runs where it is installed (``pip install 'clusterclip[openvino]'``).
 FLOAT32_PATHS = {
+    "openvino": {"device": "cpu", "runtime": "openvino", "precision": "auto"},
     "onnxruntime": {"device": "cpu", "runtime": "onnxruntime", "precision": "auto"},
     "torch-fp32": {"device": "cpu", "runtime": "torch", "precision": "float32"},
 }
@@ -245,6 +248,8 @@ def no_bf16_ratios(rounds: int, *, n_short: int, n_long: int) -> dict[str, dict[
     - ``ours-onnxruntime``: ``clusterclip.embed(runtime="onnxruntime")`` end to end
       (read jsonl, count tokens, encode, write float16 parts): what ``auto`` runs
       on a CPU without native bfloat16 when ONNX Runtime is installed;
+    - ``ours-openvino``: the same with ``runtime="openvino"`` (what ``auto`` runs
+      there when OpenVINO is installed; skipped where it is not);
     - ``ours-torch-fp32``: the same, ``runtime="torch", precision="float32"``.
 
     The ONNX export is made (and cached) before the clock starts; our cases' start
@@ -270,7 +275,12 @@ def no_bf16_ratios(rounds: int, *, n_short: int, n_long: int) -> dict[str, dict[
     limits = [f"{k}={os.environ[k]}" for k in ISA_LIMITS if k in os.environ]
     if limits:
         print(f"ISA limits in force (torch and its BLAS only): {' '.join(limits)}", flush=True)
-    names = ["plain-st", *(f"ours-{path}" for path in FLOAT32_PATHS)]
+    paths = [path for path in FLOAT32_PATHS if path != "openvino" or openvino_installed()]
+    if "openvino" not in paths:
+        print(
+            "ours-openvino skipped: pip install 'clusterclip[openvino]' to measure it", flush=True
+        )
+    names = ["plain-st", *(f"ours-{path}" for path in paths)]
     results: dict[str, dict[str, float]] = {}
     for corpus, docs in corpora.items():
         speeds: dict[str, list[float]] = {name: [] for name in names}
@@ -628,8 +638,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--no-bf16", type=int, metavar="ROUNDS", default=None,
-        help="only compare the float32 transformer paths (ONNX Runtime, torch) end to end with "
-        "plain fp32 SentenceTransformer.encode, alternated, this many rounds",
+        help="only compare the float32 transformer paths (OpenVINO where installed, ONNX "
+        "Runtime, torch) end to end with plain fp32 SentenceTransformer.encode, alternated, "
+        "this many rounds",
     )  # fmt: skip
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--docs", help=argparse.SUPPRESS)

@@ -42,6 +42,10 @@ ENCODERS = {
         ["--precision", "float32", "--runtime", "onnxruntime"],
         "MiniLM fp32, ONNX Runtime",
     ),
+    "minilm-openvino": (
+        ["--precision", "float32", "--runtime", "openvino"],
+        "MiniLM fp32, OpenVINO",
+    ),
 }
 CORPORA = ("bbc", "kjv", "fortunes")
 
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from clusterclip.cluster.blas import cpu_model
     from clusterclip.embed.encoders import cpu_supports_bfloat16
+    from clusterclip.embed.openvino_runtime import openvino_installed
 
     encoders = [e for e in args.encoders.split(",") if e]
     unknown = sorted(set(encoders) - set(ENCODERS))
@@ -176,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     if "minilm-bf16" in encoders and not cpu_supports_bfloat16():
         print("minilm-bf16: skipped (this CPU has no native bf16: it would run emulated)")
         encoders.remove("minilm-bf16")
+    if "minilm-openvino" in encoders and not openvino_installed():
+        print("minilm-openvino: skipped (OpenVINO is not installed: pip install '.[openvino]')")
+        encoders.remove("minilm-openvino")
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; k-means K = the number of labels")
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
         tmp = args.keep or tmp

@@ -25,7 +25,7 @@ def test_auto_runs_onnxruntime_for_float32_on_a_cpu_without_bf16():
     assert AUTO_ONNXRUNTIME
     for flags in (ZEN3, ICELAKE):
         runtime, reason = choose_runtime(
-            "auto", device="cpu", precision="float32", flags=flags, installed=True
+            "auto", device="cpu", precision="float32", flags=flags, installed=True, openvino=False
         )
         assert runtime == "onnxruntime" and "--runtime torch" in reason
     asked = choose_runtime("onnxruntime", device="cpu", precision="float32", flags=ZEN3)
@@ -34,13 +34,15 @@ def test_auto_runs_onnxruntime_for_float32_on_a_cpu_without_bf16():
 
 def test_auto_keeps_torch_elsewhere():
     def auto(**facts):
-        return choose_runtime("auto", **{"flags": ZEN3, "installed": True, **facts})
+        return choose_runtime(
+            "auto", **{"flags": ZEN3, "installed": True, "openvino": True, **facts}
+        )
 
     assert auto(device="cpu", precision="bfloat16", flags=SAPPHIRE)[0] == "torch"
     # explicit float32 on a bf16 CPU stays on the torch reference
     assert auto(device="cpu", precision="float32", flags=SAPPHIRE)[0] == "torch"
     assert auto(device="cuda", precision="float16") == ("torch", "device cuda")
-    runtime, reason = auto(device="cpu", precision="float32", installed=False)
+    runtime, reason = auto(device="cpu", precision="float32", installed=False, openvino=False)
     assert runtime == "torch" and "pip install 'clusterclip[embed]'" in reason
     assert choose_runtime("torch", device="cpu", precision="float32", flags=ZEN3)[0] == "torch"
 
@@ -51,7 +53,7 @@ def test_asking_for_onnxruntime_where_it_cannot_run_says_what_to_do():
     with pytest.raises(ClusterClipError, match="precision float32.*--runtime torch"):
         choose_runtime("onnxruntime", device="cpu", precision="bfloat16", installed=True)
     with pytest.raises(ClusterClipError, match="`runtime` must be"):
-        EncoderSpec(runtime="openvino")
+        EncoderSpec(runtime="tensorrt")
     # asking for onnxruntime makes `auto` precision float32, even on a bf16 CPU
     assert resolve_compute("cpu", "auto", "onnxruntime") == ("cpu", "float32")
 

@@ -85,11 +85,12 @@ class EncoderSpec:
         Allow a model's own Python code to run (needed by e.g. jina-embeddings-v2).
     precision : {"auto", "float32", "bfloat16", "float16"}
         ``"auto"``: float16 on GPU, bfloat16 on CPUs with AVX512-BF16/AMX, else float32.
-    runtime : {"auto", "torch", "onnxruntime"}
-        What runs the transformer's forward pass. ``"auto"``: ONNX Runtime for
-        float32 on a CPU without native bfloat16 (where it is faster), torch
-        elsewhere (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
-        ``"onnxruntime"``: the float32 pass in ONNX Runtime on CPU.
+    runtime : {"auto", "torch", "onnxruntime", "openvino"}
+        What runs the transformer's forward pass. ``"auto"``: for float32 on a
+        CPU without native bfloat16 (where they are faster), OpenVINO where it
+        is installed, else ONNX Runtime; torch elsewhere
+        (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
+        ``"onnxruntime"`` / ``"openvino"``: the float32 pass in that runtime on CPU.
     state_dir : str, optional
         Directory holding fitted state (the TF-IDF fit lives in the work directory).
     seed : int
@@ -123,7 +124,7 @@ class EncoderSpec:
         if self.precision not in ("auto", "float32", "bfloat16", "float16"):
             raise invalid("precision", "auto, float32, bfloat16 or float16", self.precision)
         if self.runtime not in RUNTIMES:
-            raise invalid("runtime", "auto, torch or onnxruntime", self.runtime)
+            raise invalid("runtime", "auto, torch, onnxruntime or openvino", self.runtime)
 
     def build(self) -> Encoder:
         """Build (or reuse, within this process) the encoder this spec describes."""

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.errors import ClusterClipError, MissingDependencyError, invalid, require_extra
 from clusterclip.threads import cpu_flags, native_bfloat16
 
 __all__ = [
@@ -51,16 +51,23 @@ __all__ = [
     "onnx_cache_dir",
     "onnxruntime_installed",
     "export_onnx",
+    "MODEL_FILE",
 ]
 
-#: Values of ``runtime``: ``auto`` (the rule of :func:`choose_runtime`), torch, onnxruntime.
-RUNTIMES = ("auto", "torch", "onnxruntime")
+#: Values of ``runtime``: ``auto`` (the rule of :func:`choose_runtime`), torch,
+#: onnxruntime, openvino (:mod:`clusterclip.embed.openvino_runtime`).
+RUNTIMES = ("auto", "torch", "onnxruntime", "openvino")
+#: The runtimes that run an exported float32 graph on the CPU, and the extra of each.
+GRAPH_RUNTIMES = {"onnxruntime": "embed", "openvino": "openvino"}
 #: Whether ``auto`` picks ONNX Runtime for float32 on CPUs without native bfloat16.
 #: On: on an AVX2-only CPU it was faster than torch float32, encode only and end to
 #: end (docs/performance.md, "The transformer without bf16"). (On an AVX-512 Xeon
 #: with torch held to AVX2 it had run at 0.66-1.02x; that CPU has native bf16, so
 #: ``auto`` runs bfloat16 there and this rule does not apply.)
 AUTO_ONNXRUNTIME = True
+#: Whether ``auto`` picks OpenVINO, where it is installed, for float32 on CPUs without
+#: native bfloat16 (before ONNX Runtime).
+AUTO_OPENVINO = True
 #: Version of the export recipe below; part of the cache key (a new recipe exports afresh).
 EXPORT_RECIPE = 1
 #: Probe texts whose ONNX vectors must match torch's before the graph is used.
@@ -71,7 +78,8 @@ PROBES = (
 )
 #: Least cosine between the exported graph's and torch's vectors on :data:`PROBES`.
 PROBE_COSINE = 0.9999
-_MODEL_FILE = "model.onnx"
+#: The graph's file name in its cache directory.
+MODEL_FILE = "model.onnx"
 
 
 def onnxruntime_installed() -> bool:
@@ -90,30 +98,34 @@ def choose_runtime(
     precision: str,
     flags: Iterable[str] | None = None,
     installed: bool | None = None,
+    openvino: bool | None = None,
 ) -> tuple[str, str]:
     """What runs the transformer's forward pass, and why: ``(runtime, reason)``.
 
-    ``runtime="auto"`` is ``onnxruntime`` for float32 on a CPU without native
-    bfloat16 when ONNX Runtime is installed (measured faster there:
-    :data:`AUTO_ONNXRUNTIME`, docs/performance.md), else ``torch``. It is a rule
-    of these facts alone, never of a timing, so the same machine and libraries
-    always choose the same way. ``flags``: the CPU's (:func:`clusterclip.threads.cpu_flags`)
-    when ``None``; ``installed``: :func:`onnxruntime_installed` when ``None``.
-    ``device`` and ``precision`` are resolved values (``cpu``, ``float32``...).
+    ``runtime="auto"`` is, for float32 on a CPU without native bfloat16,
+    ``openvino`` when OpenVINO is installed and :data:`AUTO_OPENVINO` is on,
+    else ``onnxruntime`` when ONNX Runtime is installed (measured faster there:
+    :data:`AUTO_ONNXRUNTIME`, docs/performance.md), else ``torch``. It is a
+    rule of these facts alone, never of a timing, so the same machine and
+    libraries always choose the same way. ``flags``: the CPU's
+    (:func:`clusterclip.threads.cpu_flags`) when ``None``; ``installed`` and
+    ``openvino``: whether ONNX Runtime and OpenVINO can be imported, looked up
+    when ``None``. ``device`` and ``precision`` are resolved values (``cpu``,
+    ``float32``...).
 
     Raises
     ------
     ClusterClipError
-        ``runtime="onnxruntime"`` with a device other than the CPU or a
-        precision other than float32; MissingDependencyError when ONNX
-        Runtime is asked for and not installed.
+        ``runtime="onnxruntime"`` or ``"openvino"`` with a device other than
+        the CPU or a precision other than float32; MissingDependencyError when
+        the runtime asked for is not installed.
 
     Examples
     --------
     >>> choose_runtime("onnxruntime", device="cpu", precision="float32", installed=True)
     ('onnxruntime', 'asked for')
     >>> choose_runtime("auto", device="cpu", precision="float32",
-    ...                flags={"avx2", "fma"}, installed=True)[0]
+    ...                flags={"avx2", "fma"}, installed=True, openvino=False)[0]
     'onnxruntime'
     >>> choose_runtime("auto", device="cpu", precision="bfloat16",
     ...                flags={"avx512_bf16"}, installed=True)[0]
@@ -123,30 +135,40 @@ def choose_runtime(
         raise invalid("runtime", f"one of {', '.join(RUNTIMES)}", runtime)
     if runtime == "torch":
         return "torch", "asked for"
-    if installed is None:
-        installed = onnxruntime_installed()
-    if runtime == "onnxruntime":
+    if runtime in GRAPH_RUNTIMES:
         if device != "cpu":
             raise invalid(
-                "runtime", "onnxruntime only with device cpu", f"onnxruntime on {device}",
+                "runtime", f"{runtime} only with device cpu", f"{runtime} on {device}",
                 "Pass --device cpu, or --runtime torch to run on the accelerator.",
             )  # fmt: skip
         if precision != "float32":
             raise invalid(
-                "runtime", "onnxruntime only with precision float32 (or auto on a CPU "
-                "without native bfloat16)", f"onnxruntime in {precision}",
+                "runtime", f"{runtime} only with precision float32 (or auto on a CPU "
+                "without native bfloat16)", f"{runtime} in {precision}",
                 "Pass --precision float32, or --runtime torch for bfloat16.",
             )  # fmt: skip
-        if not installed:
-            require_extra("onnxruntime", "embed")
-            require_extra("onnx", "embed")
-        return "onnxruntime", "asked for"
+        found = installed if runtime == "onnxruntime" else openvino
+        if found is None:
+            found = onnxruntime_installed() if runtime == "onnxruntime" else _openvino_installed()
+        if not found:
+            raise MissingDependencyError(
+                f"--runtime {runtime} needs {runtime}, which is not installed: "
+                f"pip install 'clusterclip[{GRAPH_RUNTIMES[runtime]}]'"
+            )
+        return runtime, "asked for"
     if device != "cpu":
         return "torch", f"device {device}"
     if precision != "float32":
         return "torch", f"{precision} runs in torch"
     if native_bfloat16(cpu_flags() if flags is None else flags):
         return "torch", "float32 asked on a CPU with native bfloat16 (torch is the reference)"
+    if AUTO_OPENVINO and (_openvino_installed() if openvino is None else openvino):
+        return "openvino", (
+            "float32 on a CPU without native bfloat16, OpenVINO installed: measured faster than "
+            "onnxruntime and torch there (--runtime onnxruntime or torch to use those)"
+        )
+    if installed is None:
+        installed = onnxruntime_installed()
     if not installed:
         return "torch", "onnxruntime is not installed (pip install 'clusterclip[embed]')"
     if not AUTO_ONNXRUNTIME:
@@ -155,6 +177,12 @@ def choose_runtime(
         "float32 on a CPU without native bfloat16: onnxruntime measured faster than torch there "
         "(--runtime torch to use torch)"
     )
+
+
+def _openvino_installed() -> bool:
+    from clusterclip.embed.openvino_runtime import openvino_installed
+
+    return openvino_installed()
 
 
 def _versions() -> dict[str, str]:
@@ -183,19 +211,24 @@ def model_fingerprint(model: Any) -> str:
     return digest.hexdigest()
 
 
-def onnx_cache_dir(fingerprint: str) -> Path:
+def onnx_cache_dir(fingerprint: str, *, fused: bool = True) -> Path:
     """Where the graph exported from a model of this fingerprint is cached.
 
     ``$CLUSTERCLIP_CACHE/onnx/<hash>``; the hash covers the model's
     fingerprint (:func:`model_fingerprint`), the export recipe and the
-    versions of torch, transformers, sentence-transformers, onnx and onnxruntime.
+    versions of torch, transformers, sentence-transformers, onnx and
+    onnxruntime, and whether ONNX Runtime's fusions were applied (``fused``;
+    OpenVINO reads the unfused graph).
 
     >>> onnx_cache_dir("0" * 32).parent.name
     'onnx'
+    >>> onnx_cache_dir("0" * 32) != onnx_cache_dir("0" * 32, fused=False)
+    True
     """
     from clusterclip.cache import cache_root
 
-    key = json.dumps([fingerprint, EXPORT_RECIPE, _versions()], sort_keys=True)
+    recipe: list[Any] = [fingerprint, EXPORT_RECIPE, _versions()]
+    key = json.dumps(recipe if fused else [*recipe, "unfused"], sort_keys=True)
     return cache_root() / "onnx" / hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
 
 
@@ -266,14 +299,14 @@ def export_onnx(model: Any, names: list[str], target: Path, *, fuse: bool = True
                 dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
                 opset_version=17, dynamo=False, do_constant_folding=True,
             )  # fmt: skip
-        _optimize(raw, tmp / _MODEL_FILE, _attention_shape(model) if fuse else None)
+        _optimize(raw, tmp / MODEL_FILE, _attention_shape(model) if fuse else None)
         raw.unlink()
         for extra in tmp.glob("raw.onnx*"):  # external data of large models
             extra.unlink()
         try:
             os.rename(tmp, target)  # atomic; another process may have won the race
         except OSError:
-            if not (target / _MODEL_FILE).is_file():
+            if not (target / MODEL_FILE).is_file():
                 raise
     finally:
         model.eval()
@@ -281,7 +314,7 @@ def export_onnx(model: Any, names: list[str], target: Path, *, fuse: bool = True
             module, before = switched
             module.set_attn_implementation(before or "sdpa")
         shutil.rmtree(tmp, ignore_errors=True)
-    return target / _MODEL_FILE
+    return target / MODEL_FILE
 
 
 def _attention_shape(model: Any) -> tuple[int, int] | None:
@@ -359,7 +392,7 @@ def load_onnx_forward(model: Any, names: list[str], threads: int) -> OnnxForward
     Raises ClusterClipError naming the cause when the export fails.
     """
     directory = onnx_cache_dir(model_fingerprint(model))
-    path = directory / _MODEL_FILE
+    path = directory / MODEL_FILE
     if not path.is_file():
         try:
             export_onnx(model, names, directory)

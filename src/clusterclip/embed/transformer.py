@@ -16,6 +16,7 @@ import numpy as np
 
 from clusterclip.embed.base import resolve_model, tokenizer_counter
 from clusterclip.embed.onnx_runtime import (
+    GRAPH_RUNTIMES,
     PROBE_COSINE,
     PROBES,
     choose_runtime,
@@ -139,7 +140,7 @@ def resolve_compute(device: str, precision: str, runtime: str = "auto") -> tuple
 
     Device ``auto``: ``cuda`` when torch sees a GPU, else ``cpu``. Precision
     ``auto``: float16 on CUDA, bfloat16 on CPUs with AVX512-BF16/AMX, else
-    float32 (always float32 when ``runtime`` is ``onnxruntime``). Other values
+    float32 (always float32 when ``runtime`` is ``onnxruntime`` or ``openvino``). Other values
     are returned as given.
 
     >>> resolve_compute("cpu", "float32")
@@ -151,7 +152,7 @@ def resolve_compute(device: str, precision: str, runtime: str = "auto") -> tuple
     if precision == "auto":
         if device.startswith("cuda"):
             precision = "float16"
-        elif runtime == "onnxruntime":
+        elif runtime in GRAPH_RUNTIMES:
             precision = "float32"
         elif device == "cpu" and cpu_supports_bfloat16():
             precision = "bfloat16"
@@ -177,8 +178,9 @@ class SentenceTransformerEncoder:
     Texts are sorted by length before batching (little padding), run in float16
     on GPU or bfloat16 on CPUs that support it, pooled as the model is
     configured (mean pooling for plain HF models), and normalised in float32.
-    With ``runtime="onnxruntime"`` the float32 forward pass runs in ONNX
-    Runtime (:mod:`clusterclip.embed.onnx_runtime`).
+    With ``runtime="onnxruntime"`` (or ``"openvino"``) the float32 forward
+    pass runs in ONNX Runtime (:mod:`clusterclip.embed.onnx_runtime`) or
+    OpenVINO (:mod:`clusterclip.embed.openvino_runtime`).
     """
 
     def __init__(self, spec: EncoderSpec) -> None:
@@ -229,31 +231,39 @@ class SentenceTransformerEncoder:
         self.runtime, self.runtime_reason = choose_runtime(
             spec.runtime, device=device, precision=precision
         )
-        self._onnx = None
-        if self.runtime == "onnxruntime":
-            self._start_onnx()
+        self._graph = None  # the exported graph's runner (ONNX Runtime or OpenVINO)
+        if self.runtime in GRAPH_RUNTIMES:
+            self._start_graph()
 
-    def _start_onnx(self) -> None:
-        """Load (or export once) the ONNX graph; torch where it fails or differs, saying why."""
+    def _start_graph(self) -> None:
+        """Load (or export once) the exported graph in its runtime; torch where it fails
+        or differs, saying why."""
         names = [
             key for key, value in self._preprocess(["probe"]).items()
             if getattr(value, "ndim", 0) == 2
         ]  # fmt: skip
+        runtime = self.runtime
         try:
-            self._onnx = load_onnx_forward(self.model, names, self._torch.get_num_threads())
-            onnx_rows = self.encode(list(PROBES))
-            self._onnx, onnx_probe = None, self._onnx
+            if runtime == "openvino":
+                from clusterclip.embed.openvino_runtime import load_openvino_forward
+
+                load = load_openvino_forward
+            else:
+                load = load_onnx_forward
+            self._graph = load(self.model, names, self._torch.get_num_threads())
+            graph_rows = self.encode(list(PROBES))
+            self._graph, graph = None, self._graph
             torch_rows = self.encode(list(PROBES))
-            self._onnx = onnx_probe
-            cosine = float((onnx_rows * torch_rows).sum(axis=1).min())
+            self._graph = graph
+            cosine = float((graph_rows * torch_rows).sum(axis=1).min())
             if not cosine >= PROBE_COSINE:
                 raise ClusterClipError(
                     f"its vectors differ from torch's (min cosine {cosine:.6f} on probe texts)"
                 )
         except Exception as error:  # export, load or check failed: torch computes the same
-            self._onnx = None
-            reason = f"onnxruntime unusable for this model: {error}"
-            if self.spec.runtime == "onnxruntime":
+            self._graph = None
+            reason = f"{runtime} unusable for this model: {error}"
+            if self.spec.runtime == runtime:
                 raise ClusterClipError(
                     f"{reason}. Pass --runtime torch (or auto) to run it in torch."
                 ) from error
@@ -308,8 +318,8 @@ class SentenceTransformerEncoder:
                         block[slot, : lengths[row]] = features[row][key]
                     block[len(rows) :] = block[0]  # dummy rows, discarded below
                     batch[key] = block
-                if self._onnx is not None:
-                    pooled = torch.from_numpy(self._onnx.run(batch))
+                if self._graph is not None:
+                    pooled = torch.from_numpy(self._graph.run(batch))
                 else:
                     tensors = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
                     pooled = self.model(tensors)["sentence_embedding"].float()
@@ -330,7 +340,7 @@ class SentenceTransformerEncoder:
             "precision": self.precision,
             "runtime": self.runtime,
             "runtime_reason": self.runtime_reason,
-            **({"onnx_model": str(self._onnx.path)} if self._onnx is not None else {}),
+            **({"onnx_model": str(self._graph.path)} if self._graph is not None else {}),
             "max_length": int(self.model.max_seq_length),
             "batch_size": self.batch_size,
             "batch_tokens": self.batch_tokens,

@@ -1,0 +1,104 @@
+"""OpenVINO for the sentence-transformers encoder's float32 forward pass (opt-in).
+
+``runtime="openvino"`` runs the transformer's float32 forward pass on the CPU
+in OpenVINO (``pip install 'clusterclip[openvino]'``). The model is exported
+once to ONNX with standard operators only (OpenVINO's reader does not know ONNX
+Runtime's fused ones: :func:`clusterclip.embed.onnx_runtime.export_onnx` with
+``fuse=False``), cached next to ONNX Runtime's graph under
+``$CLUSTERCLIP_CACHE/onnx/``, and compiled by OpenVINO's CPU plugin at load
+time with float32 inference precision (never its bf16 or f16 defaults), the
+``LATENCY`` hint (one stream: the micro-batches come one after another) and as
+many threads as torch has here.
+
+The encoder checks the compiled model against torch on probe texts before using
+it, as it does for ONNX Runtime (:mod:`clusterclip.embed.onnx_runtime`). Vectors
+match torch float32 to cosine 1.0000 on the documents measured (docs/performance.md,
+"The transformer without bf16"), but not bit for bit: the runtime is recorded in
+the work directory, and a stage refuses to mix runtimes.
+
+Examples
+--------
+>>> from clusterclip.embed.encoders import EncoderSpec
+>>> encoder = EncoderSpec(device="cpu", runtime="openvino").build()  # doctest: +SKIP
+>>> encoder.describe()["runtime"]  # doctest: +SKIP
+'openvino'
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterclip.errors import ClusterClipError, require_extra
+
+__all__ = ["OpenVinoForward", "load_openvino_forward", "openvino_installed"]
+
+#: The compile settings: float32 arithmetic, one stream, no thread pinning (the
+#: encoder may share its cores with a reader thread or other Ray workers).
+COMPILE_CONFIG = {
+    "INFERENCE_PRECISION_HINT": "f32",
+    "PERFORMANCE_HINT": "LATENCY",
+    "ENABLE_CPU_PINNING": False,
+}
+
+
+def openvino_installed() -> bool:
+    """True when ``openvino`` can be imported (``pip install 'clusterclip[openvino]'``).
+
+    >>> isinstance(openvino_installed(), bool)
+    True
+    """
+    return importlib.util.find_spec("openvino") is not None
+
+
+class OpenVinoForward:
+    """An OpenVINO compiled model running a sentence-transformers model's forward pass.
+
+    ``run(batch)`` takes the padded int64 inputs (``input_ids``,
+    ``attention_mask``, ...) as numpy arrays and returns float32 pooled rows,
+    not normalised, as ``model(features)["sentence_embedding"]`` would: the
+    same interface as :class:`clusterclip.embed.onnx_runtime.OnnxForward`.
+    """
+
+    def __init__(self, path: Path, names: list[str], threads: int) -> None:
+        openvino = require_extra("openvino", "openvino")
+        core = openvino.Core()
+        config = {**COMPILE_CONFIG, "INFERENCE_NUM_THREADS": max(1, int(threads))}
+        self.path = path
+        self.names = names
+        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        self.output = self.compiled.output(0)
+        self.request = self.compiled.create_infer_request()
+
+    def run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        feeds = {name: np.ascontiguousarray(batch[name], dtype=np.int64) for name in self.names}
+        return np.array(self.request.infer(feeds)[self.output], dtype=np.float32)
+
+
+def load_openvino_forward(model: Any, names: list[str], threads: int) -> OpenVinoForward:
+    """The cached standard-operator ONNX graph of ``model`` (exported on first
+    use), compiled by OpenVINO.
+
+    Raises ClusterClipError naming the cause when the export fails.
+    """
+    from clusterclip.embed.onnx_runtime import (
+        MODEL_FILE,
+        export_onnx,
+        model_fingerprint,
+        onnx_cache_dir,
+    )
+
+    require_extra("openvino", "openvino")
+    directory = onnx_cache_dir(model_fingerprint(model), fused=False)
+    path = directory / MODEL_FILE
+    if not path.is_file():
+        try:
+            export_onnx(model, names, directory, fuse=False)
+        except Exception as error:
+            raise ClusterClipError(
+                f"ONNX export failed ({type(error).__name__}: {error})"
+            ) from error
+    return OpenVinoForward(path, names, threads)
