@@ -1,4 +1,5 @@
-"""ONNX Runtime for the sentence-transformers encoder's float32 forward pass (opt-in).
+"""ONNX Runtime for the sentence-transformers encoder's float32 forward pass, the export
+both graph runtimes read, and the rule that picks a runtime.
 
 Where the CPU has no bfloat16 instructions (no ``avx512_bf16``, no ``amx_bf16``)
 the transformer runs in float32. ``runtime="onnxruntime"`` runs the model's
@@ -16,12 +17,13 @@ measured and not adopted: min cosine 0.981-0.986 with every matrix product
 quantised, and its activations are quantised with one scale per batch, so a
 text's vector would depend on the texts it is batched with.
 
-``auto`` runs float32 in ONNX Runtime on CPUs without native bfloat16, where
-it was measured faster than torch (:func:`choose_runtime`): on an AVX2-only AMD
-EPYC (family 23 model 49) it embedded end to end at 1.15-1.19x our torch float32
-path, 1.20-1.21x plain fp32 ``SentenceTransformer.encode`` (docs/performance.md).
-The rule is one of the device, precision, CPU flags and installed libraries,
-never of a timing.
+``auto`` runs float32 on CPUs without native bfloat16 in OpenVINO where it is
+installed (:mod:`clusterclip.embed.openvino_runtime`), else in ONNX Runtime,
+where each was measured faster than torch (:func:`choose_runtime`): on an
+AVX2-only AMD EPYC (family 23 model 49), end to end, OpenVINO 1.20-1.26x and ONNX
+Runtime 1.14-1.21x plain fp32 ``SentenceTransformer.encode``, our torch float32
+path 0.96-1.01x (docs/performance.md). The rule is one of the device, precision,
+CPU flags and installed libraries, never of a timing.
 A model that cannot be exported, or whose exported graph does not reproduce
 torch on a few probe texts, runs in torch; the reason is recorded in the
 manifest (``encoder.runtime_reason``) and given as a warning.
@@ -50,6 +52,7 @@ __all__ = [
     "choose_runtime",
     "onnx_cache_dir",
     "onnxruntime_installed",
+    "cached_graph",
     "export_onnx",
     "MODEL_FILE",
 ]
@@ -391,13 +394,22 @@ def load_onnx_forward(model: Any, names: list[str], threads: int) -> OnnxForward
 
     Raises ClusterClipError naming the cause when the export fails.
     """
-    directory = onnx_cache_dir(model_fingerprint(model))
+    return OnnxForward(cached_graph(model, names), names, threads)
+
+
+def cached_graph(model: Any, names: list[str], *, fused: bool = True) -> Path:
+    """The path of ``model``'s exported graph in the cache (:func:`onnx_cache_dir`),
+    exported there on first use (:func:`export_onnx`; ``fused`` as there).
+
+    Raises ClusterClipError naming the cause when the export fails.
+    """
+    directory = onnx_cache_dir(model_fingerprint(model), fused=fused)
     path = directory / MODEL_FILE
     if not path.is_file():
         try:
-            export_onnx(model, names, directory)
+            export_onnx(model, names, directory, fuse=fused)
         except Exception as error:
             raise ClusterClipError(
                 f"ONNX export failed ({type(error).__name__}: {error})"
             ) from error
-    return OnnxForward(path, names, threads)
+    return path

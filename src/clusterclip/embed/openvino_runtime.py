@@ -1,7 +1,9 @@
-"""OpenVINO for the sentence-transformers encoder's float32 forward pass (opt-in).
+"""OpenVINO for the sentence-transformers encoder's float32 forward pass.
 
 ``runtime="openvino"`` runs the transformer's float32 forward pass on the CPU
-in OpenVINO (``pip install 'clusterclip[openvino]'``). The model is exported
+in OpenVINO (``pip install 'clusterclip[openvino]'``, also in ``all``), and
+``runtime="auto"`` does so on CPUs without native bfloat16 where OpenVINO is
+installed (:func:`clusterclip.embed.onnx_runtime.choose_runtime`). The model is exported
 once to ONNX with standard operators only (OpenVINO's reader does not know ONNX
 Runtime's fused ones: :func:`clusterclip.embed.onnx_runtime.export_onnx` with
 ``fuse=False``), cached next to ONNX Runtime's graph under
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.errors import require_extra
 
 __all__ = ["OpenVinoForward", "load_openvino_forward", "openvino_installed"]
 
@@ -84,21 +86,7 @@ def load_openvino_forward(model: Any, names: list[str], threads: int) -> OpenVin
 
     Raises ClusterClipError naming the cause when the export fails.
     """
-    from clusterclip.embed.onnx_runtime import (
-        MODEL_FILE,
-        export_onnx,
-        model_fingerprint,
-        onnx_cache_dir,
-    )
+    from clusterclip.embed.onnx_runtime import cached_graph
 
     require_extra("openvino", "openvino")
-    directory = onnx_cache_dir(model_fingerprint(model), fused=False)
-    path = directory / MODEL_FILE
-    if not path.is_file():
-        try:
-            export_onnx(model, names, directory, fuse=False)
-        except Exception as error:
-            raise ClusterClipError(
-                f"ONNX export failed ({type(error).__name__}: {error})"
-            ) from error
-    return OpenVinoForward(path, names, threads)
+    return OpenVinoForward(cached_graph(model, names, fused=False), names, threads)
