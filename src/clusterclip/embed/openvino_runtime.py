@@ -1,9 +1,9 @@
 """OpenVINO for the sentence-transformers encoder's float32 forward pass.
 
 ``runtime="openvino"`` runs the transformer's float32 forward pass on the CPU
-in OpenVINO (``pip install 'clusterclip[openvino]'``, also in ``all``), and
-``runtime="auto"`` does so on CPUs without native bfloat16 where OpenVINO is
-installed (:func:`clusterclip.embed.onnx_runtime.choose_runtime`). The model is exported
+in OpenVINO (``pip install 'clusterclip[openvino]'``, also in ``all``) when
+asked for; ``runtime="auto"`` does not pick it
+(:data:`clusterclip.embed.onnx_runtime.AUTO_OPENVINO` says why). The model is exported
 once to ONNX with standard operators only (OpenVINO's reader does not know ONNX
 Runtime's fused ones: :func:`clusterclip.embed.onnx_runtime.export_onnx` with
 ``fuse=False``), cached next to ONNX Runtime's graph under
