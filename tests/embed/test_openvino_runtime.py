@@ -3,9 +3,9 @@ where it cannot run says, and, in a fresh interpreter, its vectors against plain
 ``SentenceTransformer.encode`` on real documents, a vector that depends on its text
 alone, and the runtime recorded by the embed stage.
 
-The encoder runs in a child process: the first full test run with OpenVINO loaded in the
-test process, next to torch and the rest of the suite, ended in a segmentation fault
-whose cause was not found (``clusterclip.embed.onnx_runtime.AUTO_OPENVINO``)."""
+The encoder runs in a child process: with OpenVINO as the ``auto`` choice, the suite's
+process (OpenVINO loaded next to torch) died of a segmentation fault at the same test in
+two runs, cause not found (``clusterclip.embed.onnx_runtime.AUTO_OPENVINO``)."""
 
 from __future__ import annotations
 

@@ -70,9 +70,10 @@ GRAPH_RUNTIMES = {"onnxruntime": "embed", "openvino": "openvino"}
 AUTO_ONNXRUNTIME = True
 #: Whether ``auto`` picks OpenVINO, where it is installed, for float32 on CPUs without
 #: native bfloat16 (before ONNX Runtime). Off: it was 1-7% faster end to end than ONNX
-#: Runtime on an AVX2-only EPYC (docs/performance.md), but the first full test run with
-#: OpenVINO loaded in the test process next to torch ended in a segmentation fault whose
-#: cause was not found; until it is, OpenVINO runs only when asked (``runtime="openvino"``).
+#: Runtime on an AVX2-only EPYC (docs/performance.md), but with it on, the test suite's
+#: process (which then loads OpenVINO next to torch) died of a segmentation fault at the
+#: same test in two runs, with no Python stack; the cause was not found. Until it is,
+#: OpenVINO runs only when asked (``runtime="openvino"``).
 AUTO_OPENVINO = False
 #: Version of the export recipe below; part of the cache key (a new recipe exports afresh).
 EXPORT_RECIPE = 1
