@@ -86,9 +86,9 @@ class EncoderSpec:
     precision : {"auto", "float32", "bfloat16", "float16"}
         ``"auto"``: float16 on GPU, bfloat16 on CPUs with AVX512-BF16/AMX, else float32.
     runtime : {"auto", "torch", "onnxruntime", "openvino"}
-        What runs the transformer's forward pass. ``"auto"``: ONNX Runtime for
-        float32 on a CPU without native bfloat16 (where it is faster), torch
-        elsewhere (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
+        What runs the transformer's forward pass. ``"auto"``: for float32 on a
+        CPU without native bfloat16 (where they are faster), OpenVINO where it is
+        installed, else ONNX Runtime; torch elsewhere (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
         ``"onnxruntime"`` / ``"openvino"``: the float32 pass in that runtime on CPU.
     state_dir : str, optional
         Directory holding fitted state (the TF-IDF fit lives in the work directory).

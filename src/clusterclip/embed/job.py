@@ -189,8 +189,8 @@ def embed(
     precision : {"auto", "float32", "bfloat16", "float16"}
         Compute precision of the transformer (``auto``: fp16 on GPU, bf16 on capable CPUs).
     runtime : {"auto", "torch", "onnxruntime", "openvino"}
-        What runs the transformer (``auto``: ONNX Runtime for float32 on a CPU
-        without native bfloat16, else torch; ``onnxruntime`` / ``openvino``:
+        What runs the transformer (``auto``: for float32 on a CPU without native
+        bfloat16, OpenVINO where installed, else ONNX Runtime; torch elsewhere; ``onnxruntime`` / ``openvino``:
         float32 on CPU in that runtime;
         :mod:`clusterclip.embed.onnx_runtime`).
     seed : int

@@ -17,13 +17,13 @@ measured and not adopted: min cosine 0.981-0.986 with every matrix product
 quantised, and its activations are quantised with one scale per batch, so a
 text's vector would depend on the texts it is batched with.
 
-``auto`` runs float32 on CPUs without native bfloat16 in ONNX Runtime, where it
-was measured faster than torch (:func:`choose_runtime`): on an AVX2-only AMD
-EPYC (family 23 model 49), end to end, ONNX Runtime 1.14-1.21x plain fp32
-``SentenceTransformer.encode``, our torch float32 path 0.96-1.01x, and OpenVINO
-(``runtime="openvino"``, :mod:`clusterclip.embed.openvino_runtime`, only when
-asked: :data:`AUTO_OPENVINO`) 1.20-1.26x (docs/performance.md). The rule is one
-of the device, precision, CPU flags and installed libraries, never of a timing.
+``auto`` runs float32 on CPUs without native bfloat16 in OpenVINO where it is
+installed (:mod:`clusterclip.embed.openvino_runtime`), else in ONNX Runtime, both
+measured faster than torch there (:func:`choose_runtime`): on an AVX2-only AMD
+EPYC (family 23 model 49), end to end, OpenVINO 1.20-1.26x plain fp32
+``SentenceTransformer.encode``, ONNX Runtime 1.14-1.21x, our torch float32 path
+0.96-1.01x (docs/performance.md). The rule is one of the device, precision, CPU
+flags and installed libraries, never of a timing.
 A model that cannot be exported, or whose exported graph does not reproduce
 torch on a few probe texts, runs in torch; the reason is recorded in the
 manifest (``encoder.runtime_reason``) and given as a warning.
@@ -69,12 +69,11 @@ GRAPH_RUNTIMES = {"onnxruntime": "embed", "openvino": "openvino"}
 #: ``auto`` runs bfloat16 there and this rule does not apply.)
 AUTO_ONNXRUNTIME = True
 #: Whether ``auto`` picks OpenVINO, where it is installed, for float32 on CPUs without
-#: native bfloat16 (before ONNX Runtime). Off: it was 1-7% faster end to end than ONNX
-#: Runtime on an AVX2-only EPYC (docs/performance.md), but with it on, the test suite's
-#: process (which then loads OpenVINO next to torch) died of a segmentation fault at the
-#: same test in two runs, with no Python stack; the cause was not found. Until it is,
-#: OpenVINO runs only when asked (``runtime="openvino"``).
-AUTO_OPENVINO = False
+#: native bfloat16 (before ONNX Runtime). On: it was ahead of ONNX Runtime end to end in
+#: 9 of 10 paired rounds on an AVX2-only EPYC, by 1-7% (docs/performance.md). (It was
+#: off while a segmentation fault it caused was unexplained; the cause and its fix are
+#: in :func:`clusterclip.embed.openvino_runtime.shared_core`.)
+AUTO_OPENVINO = True
 #: Version of the export recipe below; part of the cache key (a new recipe exports afresh).
 EXPORT_RECIPE = 1
 #: Probe texts whose ONNX vectors must match torch's before the graph is used.
@@ -110,9 +109,9 @@ def choose_runtime(
     """What runs the transformer's forward pass, and why: ``(runtime, reason)``.
 
     ``runtime="auto"`` is, for float32 on a CPU without native bfloat16,
-    ``openvino`` when OpenVINO is installed and :data:`AUTO_OPENVINO` is on
-    (it is off), else ``onnxruntime`` when ONNX Runtime is installed (measured faster there:
-    :data:`AUTO_ONNXRUNTIME`, docs/performance.md), else ``torch``. It is a
+    ``openvino`` when OpenVINO is installed (:data:`AUTO_OPENVINO`), else
+    ``onnxruntime`` when ONNX Runtime is installed (:data:`AUTO_ONNXRUNTIME`; both
+    measured faster than torch there, docs/performance.md), else ``torch``. It is a
     rule of these facts alone, never of a timing, so the same machine and
     libraries always choose the same way. ``flags``: the CPU's
     (:func:`clusterclip.threads.cpu_flags`) when ``None``; ``installed`` and
@@ -131,6 +130,9 @@ def choose_runtime(
     --------
     >>> choose_runtime("onnxruntime", device="cpu", precision="float32", installed=True)
     ('onnxruntime', 'asked for')
+    >>> choose_runtime("auto", device="cpu", precision="float32",
+    ...                flags={"avx2", "fma"}, installed=True, openvino=True)[0]
+    'openvino'
     >>> choose_runtime("auto", device="cpu", precision="float32",
     ...                flags={"avx2", "fma"}, installed=True, openvino=False)[0]
     'onnxruntime'

@@ -1,9 +1,9 @@
 """OpenVINO for the sentence-transformers encoder's float32 forward pass.
 
 ``runtime="openvino"`` runs the transformer's float32 forward pass on the CPU
-in OpenVINO (``pip install 'clusterclip[openvino]'``, also in ``all``) when
-asked for; ``runtime="auto"`` does not pick it
-(:data:`clusterclip.embed.onnx_runtime.AUTO_OPENVINO` says why). The model is exported
+in OpenVINO (``pip install 'clusterclip[openvino]'``, also in ``all``);
+``runtime="auto"`` picks it for float32 on a CPU without native bfloat16 where it
+is installed (:data:`clusterclip.embed.onnx_runtime.AUTO_OPENVINO`). The model is exported
 once to ONNX with standard operators only (OpenVINO's reader does not know ONNX
 Runtime's fused ones: :func:`clusterclip.embed.onnx_runtime.export_onnx` with
 ``fuse=False``), cached next to ONNX Runtime's graph under
@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import numpy as np
 
 from clusterclip.errors import require_extra
 
-__all__ = ["OpenVinoForward", "load_openvino_forward", "openvino_installed"]
+__all__ = ["OpenVinoForward", "load_openvino_forward", "openvino_installed", "shared_core"]
 
 #: The compile settings: float32 arithmetic, one stream, no thread pinning (the
 #: encoder may share its cores with a reader thread or other Ray workers).
@@ -45,6 +46,24 @@ COMPILE_CONFIG = {
     "PERFORMANCE_HINT": "LATENCY",
     "ENABLE_CPU_PINNING": False,
 }
+
+
+@functools.cache
+def shared_core() -> Any:
+    """The one ``openvino.Core`` of this process, kept until it exits.
+
+    Every compiled model comes from it, so OpenVINO's CPU plugin is created once
+    and never destroyed while the process runs. The plugin installs an alternate
+    signal stack (``sigaltstack``) on the thread that creates it and frees that
+    stack when it is destroyed, disabling the alternate stack only on the thread
+    that destroys it. With a ``Core`` per model, a compiled model released on
+    another thread (garbage collection runs wherever it is triggered) left the
+    creating thread pointing at freed memory, and the next signal handled there
+    (Python installs its handlers with ``SA_ONSTACK``) killed the process with a
+    segmentation fault raised by the kernel: the crash the test suite saw.
+    ``tests/embed/test_openvino_runtime.py`` reproduces it in a child interpreter.
+    """
+    return require_extra("openvino", "openvino").Core()
 
 
 def openvino_installed() -> bool:
@@ -66,8 +85,7 @@ class OpenVinoForward:
     """
 
     def __init__(self, path: Path, names: list[str], threads: int) -> None:
-        openvino = require_extra("openvino", "openvino")
-        core = openvino.Core()
+        core = shared_core()
         config = {**COMPILE_CONFIG, "INFERENCE_NUM_THREADS": max(1, int(threads))}
         self.path = path
         self.names = names

@@ -61,9 +61,9 @@ class EmbedOptions:
     )
     runtime: str = option(
         "auto",
-        "What runs the transformer's forward pass (auto: ONNX Runtime for float32 on a CPU "
-        "without native bfloat16, else torch; onnxruntime, openvino: float32 on CPU in that "
-        "runtime, exported once per model; docs/embed.md).",
+        "What runs the transformer's forward pass (auto: for float32 on a CPU without native "
+        "bfloat16, OpenVINO where installed, else ONNX Runtime; torch elsewhere; onnxruntime, "
+        "openvino: float32 on CPU in that runtime, exported once per model; docs/embed.md).",
         choices=("auto", "torch", "onnxruntime", "openvino"),
     )
     strict: bool = option(
