@@ -15,8 +15,9 @@ run:
   path end to end against a bare ``StaticModel.encode`` and against the bare
   tokenizer on the same short and long documents;
 - float32 ratios without bf16, alternated in one process (:func:`no_bf16_ratios`):
-  our transformer end to end in ONNX Runtime (``auto`` on CPUs without native
-  bf16) and in torch float32, against plain fp32 ``SentenceTransformer.encode``;
+  our transformer end to end in OpenVINO and in ONNX Runtime (``auto`` on CPUs
+  without native bf16 runs the first where installed, else the second) and in
+  torch float32, against plain fp32 ``SentenceTransformer.encode``;
 - bfloat16 cases (the ``--batching`` sweep's) run only on CPUs with native
   bfloat16 (:func:`clusterclip.threads.native_bfloat16`); elsewhere a line says
   they were skipped;
@@ -247,9 +248,9 @@ def no_bf16_ratios(rounds: int, *, n_short: int, n_long: int) -> dict[str, dict[
       in float32, texts in memory (the baseline);
     - ``ours-onnxruntime``: ``clusterclip.embed(runtime="onnxruntime")`` end to end
       (read jsonl, count tokens, encode, write float16 parts): what ``auto`` runs
-      on a CPU without native bfloat16 when ONNX Runtime is installed;
-    - ``ours-openvino``: the same with ``runtime="openvino"`` (skipped where OpenVINO
-      is not installed);
+      on a CPU without native bfloat16 when OpenVINO is not installed;
+    - ``ours-openvino``: the same with ``runtime="openvino"``, what ``auto`` runs
+      there when it is (skipped where OpenVINO is not installed);
     - ``ours-torch-fp32``: the same, ``runtime="torch", precision="float32"``.
 
     The ONNX export is made (and cached) before the clock starts; our cases' start
