@@ -31,11 +31,15 @@ def nearest_documents(labels: np.ndarray, scores: np.ndarray, n: int) -> dict[in
     """
     kept = np.flatnonzero(labels >= 0)
     order = kept[np.lexsort((kept, -scores[kept], labels[kept]))]
-    result: dict[int, list[int]] = {}
-    for index in order:
-        members = result.setdefault(int(labels[index]), [])
-        if len(members) < n:
-            members.append(int(index))
+    ordered = labels[order]
+    # each document's rank within its cluster (its position after the cluster's first),
+    # in numpy: a Python loop over every document cost ~0.8 s of driver time per 10^6
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if order.size else order
+    rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+    chosen = rank < n
+    result: dict[int, list[int]] = {cluster: [] for cluster in ordered[starts].tolist()}
+    for cluster, index in zip(ordered[chosen].tolist(), order[chosen].tolist(), strict=True):
+        result[cluster].append(index)
     return result
 
 
