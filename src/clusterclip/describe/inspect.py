@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.describe.keywords import KeywordCounter
+from clusterclip.describe.keywords import TableMerger
 from clusterclip.describe.reading import read_clusters, read_texts
 from clusterclip.engines import resolve_options
 from clusterclip.errors import hint, invalid
@@ -126,7 +126,7 @@ def inspect_clusters(
         c: [None] * len(nearest.get(c, [])) for c in wanted
     }
     counted = None if max_documents is None else _spread_sample(labels, sizes, max_documents)
-    counter = KeywordCounter(wanted)  # every cluster counts (keywords are relative), few are kept
+    counter = TableMerger().result()  # no words, unless the corpus is read below
     if n_keywords or example_rank:
         counter, texts = read_clusters(
             work, labels, kept=frozenset(wanted), counted=counted, examples=set(example_rank),

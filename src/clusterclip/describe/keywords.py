@@ -11,16 +11,25 @@ and cluster ``c``::
 one document at a time and keeps the corpus-wide word counts plus one word
 counter per cluster it is asked to describe, so its memory follows the
 clusters described, not all of them (10^5 clusters would need 10^5 counters).
+
+Read tasks count into their own :class:`KeywordCounter` and send it back as
+:class:`WordTables` (arrays); :class:`TableMerger` adds the parts and scores
+them in numpy, so the driver runs no Python loop over (cluster, word) pairs
+and needs no stop-word list. The scores are those of the formula above, bit for bit.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-__all__ = ["KeywordCounter", "tokenize"]
+import numpy as np
+
+__all__ = ["KeywordCounter", "TableMerger", "WordTables", "tokenize"]
 
 _TOKEN = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]{2,}")
 
@@ -159,6 +168,7 @@ _FALLBACK_STOP_WORDS = frozenset(
 )
 
 
+@functools.cache
 def _stop_words() -> frozenset[str]:
     try:
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -211,47 +221,177 @@ class KeywordCounter:
         if self.kept is None or cluster in self.kept:
             self.counts.setdefault(cluster, Counter()).update(words)
 
-    def merge(self, other: KeywordCounter) -> None:
-        """Add the counts of ``other`` (another part of the corpus, same ``clusters``).
-
-        Counts are integers, so merging parts in any order gives the counts of
-        one pass over all of them.
-
-        >>> a, b = KeywordCounter(), KeywordCounter()
-        >>> a.add(0, "shares fell"); b.add(0, "shares rose"); b.add(1, "the match")
-        >>> a.merge(b)
-        >>> a.counts[0]["shares"], sorted(a.seen)
-        (2, [0, 1])
-        """
-        self.totals.update(other.totals)
-        self.seen.update(other.seen)
-        for cluster, counts in other.counts.items():
-            self.counts.setdefault(cluster, Counter()).update(counts)
-
     def top_all(
         self, n: int, clusters: Iterable[int] | None = None
     ) -> dict[int, list[tuple[str, float]]]:
         """The ``n`` best words (with scores) of every cluster kept (or of ``clusters``).
 
         A cluster that was not kept (see ``clusters`` of the constructor) or
-        never counted has no words.
+        never counted has no words. Ties are broken by the word.
         """
-        totals = self.totals
-        words_per_cluster = sum(totals.values()) / max(len(self.seen), 1)
-        wanted = sorted(self.counts) if clusters is None else [int(c) for c in clusters]
-        result = {}
-        for cluster in wanted:
-            counter = self.counts.get(cluster, Counter())
-            size = sum(counter.values())
-            scored = [
-                (word, count / size * math.log(1.0 + words_per_cluster / totals[word]))
-                for word, count in counter.items()
-            ]
-            # Highest score first; ties broken by the word, so the output is deterministic.
-            scored.sort(key=lambda item: (-item[1], item[0]))
-            result[cluster] = [(word, round(score, 6)) for word, score in scored[:n]]
-        return result
+        return self.tables().top_all(n, clusters)
+
+    def tables(self) -> WordTables:
+        """These counts as arrays (what a read task sends back to be merged).
+
+        >>> counter = KeywordCounter()
+        >>> counter.add(3, "shares fell"); counter.add(3, "shares rose")
+        >>> tables = counter.tables()
+        >>> tables.word_list(), tables.totals.tolist(), tables.counts.tolist()
+        (['fell', 'rose', 'shares'], [1, 1, 2], [1, 1, 2])
+        """
+        words = sorted(self.totals)
+        ids = {word: i for i, word in enumerate(words)}
+        described = sorted(self.counts)
+        pairs = [(c, ids[w], n) for c in described for w, n in sorted(self.counts[c].items())]
+        columns = np.array(pairs, dtype=np.int64).reshape(-1, 3)
+        return WordTables(
+            words="\n".join(words),
+            totals=np.array([self.totals[w] for w in words], dtype=np.int64),
+            clusters=columns[:, 0].copy(),
+            word_ids=columns[:, 1].copy(),
+            counts=columns[:, 2].copy(),
+            seen=np.array(sorted(self.seen), dtype=np.int64),
+            described=np.array(described, dtype=np.int64),
+        )
 
     def top(self, cluster: int, n: int) -> list[tuple[str, float]]:
         """The ``n`` best words of one cluster."""
         return self.top_all(n, [cluster])[int(cluster)]
+
+
+@dataclass(frozen=True)
+class WordTables:
+    """Word counts as arrays, as a read task sends them and :class:`TableMerger` adds them.
+
+    ``words`` holds the distinct words joined by newlines (a word never holds
+    one: :func:`tokenize`), ``totals`` their counts over every counted
+    document; the rows ``(clusters, word_ids, counts)`` are the counts of the
+    kept clusters' words, ``word_ids`` indexing ``words``. ``seen``: every
+    cluster counted; ``described``: the kept ones among them.
+    """
+
+    words: str
+    totals: np.ndarray
+    clusters: np.ndarray
+    word_ids: np.ndarray
+    counts: np.ndarray
+    seen: np.ndarray
+    described: np.ndarray
+
+    def word_list(self) -> list[str]:
+        """The words, in the order ``totals`` and ``word_ids`` refer to."""
+        return self.words.split("\n") if self.words else []
+
+    def top_all(
+        self, n: int, clusters: Iterable[int] | None = None
+    ) -> dict[int, list[tuple[str, float]]]:
+        """The ``n`` best words (with scores, rounded to 6 places) of ``clusters``.
+
+        Default: every cluster described. Highest score first, ties broken by the
+        word; a cluster without counts has no words. The arithmetic is the
+        formula's in the module docstring, in the same order, so the scores are
+        the same bits as scoring one word at a time in Python.
+
+        >>> counter = KeywordCounter()
+        >>> counter.add(0, "stocks and shares fell"); counter.add(1, "the match was won")
+        >>> counter.tables().top_all(2, [0, 1, 7])
+        {0: [('fell', 0.417588), ('shares', 0.417588)], 1: [('match', 0.626381), ('won', 0.626381)], 7: []}
+        """
+        words = self.word_list()
+        wanted = self.described.tolist() if clusters is None else [int(c) for c in clusters]
+        result: dict[int, list[tuple[str, float]]] = {c: [] for c in wanted}
+        keep = np.isin(self.clusters, np.array(wanted, dtype=np.int64))
+        if not keep.any() or n <= 0:
+            return result
+        per_cluster = int(self.totals.sum()) / max(len(self.seen), 1)
+        # one idf per word, by Python's math.log as the formula; then numpy per row
+        idf = np.array([math.log(1.0 + per_cluster / t) for t in self.totals.tolist()])
+        cluster, word, count = self.clusters[keep], self.word_ids[keep], self.counts[keep]
+        order = np.argsort(cluster, kind="stable")
+        cluster, word, count = cluster[order], word[order], count[order]
+        starts = np.flatnonzero(np.r_[True, cluster[1:] != cluster[:-1]])
+        sizes = np.add.reduceat(count, starts)
+        size = np.repeat(sizes, np.diff(np.r_[starts, cluster.size]))
+        score = count.astype(np.float64) / size.astype(np.float64) * idf[word]
+        rank = np.empty(len(words), dtype=np.int64)  # each word's place in sorted order
+        rank[sorted(range(len(words)), key=words.__getitem__)] = np.arange(len(words))
+        order = np.lexsort((rank[word], -score, cluster))
+        cluster, word, score = cluster[order], word[order], score[order]
+        starts = np.flatnonzero(np.r_[True, cluster[1:] != cluster[:-1]])
+        place = np.arange(cluster.size) - np.repeat(starts, np.diff(np.r_[starts, cluster.size]))
+        chosen = place < n
+        for c, w, value in zip(
+            cluster[chosen].tolist(), word[chosen].tolist(), score[chosen].tolist(), strict=True
+        ):
+            result[c].append((words[w], round(value, 6)))
+        return result
+
+
+class TableMerger:
+    """Adds :class:`WordTables` parts in any order; :meth:`result` is their sum.
+
+    Word counts are integers, so any order and any cut into parts give the same
+    tables. Pending rows are summed whenever they pass ``compact_rows``, so the
+    memory follows the distinct (cluster, word) pairs, not the parts.
+
+    >>> a, b = KeywordCounter(), KeywordCounter()
+    >>> a.add(0, "shares fell"); b.add(0, "shares rose"); b.add(1, "the match")
+    >>> merger = TableMerger()
+    >>> merger.add(a.tables()); merger.add(b.tables())
+    >>> merged = merger.result()
+    >>> merged.top_all(1)
+    {0: [('shares', 0.405465)], 1: [('match', 1.252763)]}
+    """
+
+    def __init__(self, compact_rows: int = 1 << 22) -> None:
+        self.compact_rows = int(compact_rows)
+        self.index: dict[str, int] = {}
+        self.totals = np.zeros(0, dtype=np.int64)
+        self.rows: list[tuple[np.ndarray, np.ndarray]] = []  # (key, count) of each part
+        self.pending = 0
+        self.seen: set[int] = set()
+        self.described: set[int] = set()
+
+    def add(self, part: WordTables) -> None:
+        """Add one part's counts."""
+        index = self.index
+        words = part.word_list()
+        ids = np.fromiter((index.setdefault(w, len(index)) for w in words), np.int64, len(words))
+        if len(index) > self.totals.size:
+            self.totals = np.concatenate(
+                [self.totals, np.zeros(len(index) - self.totals.size, dtype=np.int64)]
+            )
+        self.totals[ids] += part.totals  # a part's words are distinct
+        self.rows.append((part.clusters << 32 | ids[part.word_ids], part.counts))
+        self.pending += part.counts.size
+        self.seen.update(part.seen.tolist())
+        self.described.update(part.described.tolist())
+        if self.pending > self.compact_rows:
+            self._compact()
+
+    def _compact(self) -> None:
+        empty = np.zeros(0, dtype=np.int64)
+        keys = np.concatenate([empty, *(k for k, _ in self.rows)])
+        counts = np.concatenate([empty, *(c for _, c in self.rows)])
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        if keys.size:
+            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+            keys, counts = keys[starts], np.add.reduceat(counts, starts)
+        self.rows = [(keys, counts)]
+        self.pending = 0
+
+    def result(self) -> WordTables:
+        """The summed tables (words in the order first met)."""
+        self._compact()
+        keys, counts = self.rows[0]
+        return WordTables(
+            words="\n".join(self.index),
+            totals=self.totals.copy(),
+            clusters=keys >> 32,
+            word_ids=keys & 0xFFFFFFFF,
+            counts=counts,
+            seen=np.array(sorted(self.seen), dtype=np.int64),
+            described=np.array(sorted(self.described), dtype=np.int64),
+        )

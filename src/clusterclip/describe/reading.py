@@ -7,9 +7,11 @@ cuts the corpus (:mod:`clusterclip.io.readplan`): each task
 (:class:`KeywordWorker`) reads and judges its own documents, counts their words
 into a partial :class:`~clusterclip.describe.keywords.KeywordCounter` and keeps
 the texts of the examples that fall in its range. The driver sends the labels
-of the task's documents and receives word counts and a few texts, never the
-corpus; word counts are integers, so the merged counts, and the keywords, are
-the same on every engine and for any cut into tasks.
+of the task's documents and receives word counts (as
+:class:`~clusterclip.describe.keywords.WordTables`, added by a
+:class:`~clusterclip.describe.keywords.TableMerger` in numpy) and a few texts,
+never the corpus; word counts are integers, so the merged counts, and the
+keywords, are the same on every engine and for any cut into tasks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.describe.keywords import KeywordCounter
+from clusterclip.describe.keywords import KeywordCounter, TableMerger, WordTables
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
@@ -66,8 +68,8 @@ class KeywordWorker:
     Pass ``functools.partial(KeywordWorker, read_options, kept, count)`` to
     :func:`clusterclip.engines.map_shards`: ``kept`` is the clusters whose own
     counts are kept (None: all), ``count`` whether words are counted at all.
-    Returns ``(counter, examples)``: a :class:`KeywordCounter` of the task's
-    documents and ``{index: (id, text)}`` of its examples.
+    Returns ``(tables, examples)``: the word counts of the task's documents
+    (:meth:`KeywordCounter.tables`) and ``{index: (id, text)}`` of its examples.
     """
 
     def __init__(
@@ -77,7 +79,7 @@ class KeywordWorker:
         self.kept = kept
         self.count = count
 
-    def __call__(self, task: KeywordTask) -> tuple[KeywordCounter, dict[int, tuple[Any, str]]]:
+    def __call__(self, task: KeywordTask) -> tuple[WordTables, dict[int, tuple[Any, str]]]:
         counter = KeywordCounter(self.kept)
         examples: dict[int, tuple[Any, str]] = {}
         wanted = set(task.examples)
@@ -93,7 +95,7 @@ class KeywordWorker:
             if record.index in wanted:
                 examples[int(record.index)] = (record.id, record.text)
         _check_read("keyword", task.shard, read)
-        return counter, examples
+        return counter.tables(), examples
 
 
 def _check_read(kind: str, shard: ShardTask, read: int) -> None:
@@ -116,7 +118,7 @@ def read_clusters(
     count: bool,
     engine: str = "local",
     options: RayOptions | None = None,
-) -> tuple[KeywordCounter, dict[int, tuple[Any, str]]]:
+) -> tuple[WordTables, dict[int, tuple[Any, str]]]:
     """Word counts of the checked corpus and the texts of ``examples``, from read tasks.
 
     Parameters
@@ -135,7 +137,7 @@ def read_clusters(
 
     Returns
     -------
-    (KeywordCounter, dict)
+    (WordTables, dict)
         The counts of every task merged, and ``{index: (id, text)}``.
     """
     plan, read_options = corpus_plan(work, engine=engine, options=options)
@@ -155,12 +157,12 @@ def read_clusters(
             yield shard.first_index, task
 
     worker = functools.partial(KeywordWorker, read_options, kept, count)
-    merged = KeywordCounter(kept)
+    merger = TableMerger()
     texts: dict[int, tuple[Any, str]] = {}
-    for _, (counter, found) in map_shards(tasks(), worker, engine=engine, options=options):
-        merged.merge(counter)
+    for _, (tables, found) in map_shards(tasks(), worker, engine=engine, options=options):
+        merger.add(tables)
         texts.update(found)
-    return merged, texts
+    return merger.result(), texts
 
 
 @dataclass(frozen=True)
