@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from clusterclip.describe.keywords import KeywordCounter, TableMerger, _stop_words, tokenize
+from clusterclip.describe.keywords import KeywordCounter, TableMerger, tokenize
 from tests.product_support import kjv_records
 
 
@@ -24,7 +24,7 @@ def books() -> tuple[list[str], np.ndarray]:
 
 def one_word_at_a_time(texts, labels, n, kept, wanted):
     """The definition: corpus-wide and per-cluster counts, each word scored in Python."""
-    stop = _stop_words()
+    stop = KeywordCounter().stop_words
     totals, counts, seen = Counter(), {}, set()
     for text, label in zip(texts, labels.tolist(), strict=True):
         words = Counter(tokenize(text, stop))
