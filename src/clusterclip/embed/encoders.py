@@ -88,7 +88,8 @@ class EncoderSpec:
     runtime : {"auto", "torch", "onnxruntime", "openvino"}
         What runs the transformer's forward pass. ``"auto"``: for float32 on a
         CPU without native bfloat16 (where they are faster), OpenVINO where it is
-        installed, else ONNX Runtime; torch elsewhere (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
+        installed, else ONNX Runtime; torch elsewhere
+        (:func:`clusterclip.embed.onnx_runtime.choose_runtime`);
         ``"onnxruntime"`` / ``"openvino"``: the float32 pass in that runtime on CPU.
     state_dir : str, optional
         Directory holding fitted state (the TF-IDF fit lives in the work directory).

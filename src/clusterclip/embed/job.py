@@ -190,8 +190,8 @@ def embed(
         Compute precision of the transformer (``auto``: fp16 on GPU, bf16 on capable CPUs).
     runtime : {"auto", "torch", "onnxruntime", "openvino"}
         What runs the transformer (``auto``: for float32 on a CPU without native
-        bfloat16, OpenVINO where installed, else ONNX Runtime; torch elsewhere; ``onnxruntime`` / ``openvino``:
-        float32 on CPU in that runtime;
+        bfloat16, OpenVINO where installed, else ONNX Runtime; torch elsewhere;
+        ``onnxruntime`` / ``openvino``: float32 on CPU in that runtime;
         :mod:`clusterclip.embed.onnx_runtime`).
     seed : int
         Seed of the tfidf sample and SVD.

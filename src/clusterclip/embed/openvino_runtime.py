@@ -61,7 +61,8 @@ def shared_core() -> Any:
     creating thread pointing at freed memory, and the next signal handled there
     (Python installs its handlers with ``SA_ONSTACK``) killed the process with a
     segmentation fault raised by the kernel: the crash the test suite saw.
-    ``tests/embed/test_openvino_runtime.py`` reproduces it in a child interpreter.
+    ``tests/embed/test_openvino_runtime.py`` runs that sequence in a child
+    interpreter (it dies with SIGSEGV without this function).
     """
     return require_extra("openvino", "openvino").Core()
 
