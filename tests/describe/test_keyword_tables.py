@@ -15,7 +15,7 @@ from tests.product_support import kjv_records
 
 @pytest.fixture(scope="module")
 def books() -> tuple[list[str], np.ndarray]:
-    """Every 7th verse of the KJV (4,443 verses); the cluster is the verse's book (66)."""
+    """Every 7th verse of the KJV (4,444 verses); the cluster is the verse's book (66)."""
     records = kjv_records(step=7)
     names = sorted({r["book"] for r in records})
     labels = np.array([names.index(r["book"]) for r in records])
