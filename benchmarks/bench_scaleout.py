@@ -91,10 +91,8 @@ def driver(stage: str, settings: dict) -> None:
         args = ["embed", *settings["inputs"], *common, "--encoder", "static", *engine]
     elif stage == "cluster":
         args = ["cluster", *common, "--n-clusters", str(settings["clusters"]), *engine]
-    elif stage in ("dedup", "report"):
+    else:  # dedup, schedule, report
         args = [stage, *common, *engine]
-    else:
-        args = ["schedule", *common]
     import clusterclip.embed.job  # noqa: F401  (the modules every stage loads, before measuring)
 
     usage, (read, wrote), start = resource.getrusage(resource.RUSAGE_SELF), _io(), time.time()

@@ -83,8 +83,9 @@ class RunOptions:
     )
     engine: str = option(
         "local",
-        "Where the per-document steps run (embed, the cluster assignment, dedup, the report's "
-        "keywords, token exports): in this process, or on a Ray cluster.",
+        "Where the per-document steps run (embed, the cluster fit and assignment, dedup, the "
+        "schedule's build, the report's keywords, token exports): in this process, or on a "
+        "Ray cluster.",
         choices=("local", "ray"),
     )
     portable: bool = option(

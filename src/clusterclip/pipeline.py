@@ -181,7 +181,7 @@ def run(
         ),
         # in the plan when the schedule's inputs name its groups
         (DedupStage(engine=config.engine, engine_options=engine_options), "dedup"),
-        (ScheduleStage(), "schedule"),
+        (ScheduleStage(engine=config.engine, engine_options=engine_options), "schedule"),
         (ReportStage(engine=config.engine, engine_options=engine_options), "report"),
     ]
     plan = plan_stages(

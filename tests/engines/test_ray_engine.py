@@ -14,6 +14,7 @@ import functools
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -426,3 +427,52 @@ def test_token_exports_on_ray_equal_local(layout, tmp_path, monkeypatch):
         if path.is_file() and not name.endswith(".json"):  # sidecars name their folder
             assert (tmp_path / "ray" / name).read_bytes() == path.read_bytes(), name
     assert summary.details["n_tokens"] > 0
+
+
+def _schedule_cli(workdir: Path, *extra: str) -> int:
+    return main(
+        [
+            "schedule", "--workdir", str(workdir), "--duplicates", "off", "--max-repeats", "1",
+            "--num-samples", "3000", "--order", "planned", "--seed", "7", *extra,
+        ]
+    )  # fmt: skip
+
+
+def test_schedule_on_ray_is_built_by_a_worker_with_the_local_engines_bytes(
+    ray_address, local_clusters, tmp_path, monkeypatch, capsys
+):
+    """``clusterclip schedule --engine ray``: a worker reads the labels and writes the files;
+    the driver reads no label (each per-document reader raises in this process) and prints
+    the local engine's summary, warning included, from the worker's numbers."""
+    from clusterclip.errors import ClusterClipError
+    from clusterclip.io import WorkDir
+    from clusterclip.schedule.options import ScheduleOptions
+    from clusterclip.schedule.stage import ScheduleStage
+
+    local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
+    shutil.copytree(local_clusters[0], local_dir)
+    shutil.copytree(local_clusters[0], ray_dir)
+    assert _schedule_cli(local_dir) == 0
+    local_out = capsys.readouterr().out
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read a per-document array")
+
+    for reader in ("labels", "n_tokens", "duplicate_of", "levels", "ok_mask"):
+        monkeypatch.setattr(WorkDir, reader, refused)
+    assert _schedule_cli(ray_dir, "--engine", "ray", "--ray-address", ray_address) == 0
+    ray_out = capsys.readouterr().out
+    for name in ("schedule.npy", "schedule.json"):
+        assert (ray_dir / name).read_bytes() == (local_dir / name).read_bytes(), name
+    # 2,398 usable verses, each at most once: the budget of 3,000 is not met, and both say so
+    assert "NOT met" in local_out and "warning" in local_out
+
+    def shown(out: str, workdir: Path) -> str:  # without the path and the stage's seconds
+        return re.sub(r"ran in [0-9.]+ s", "ran", out.replace(str(workdir), "W"))
+
+    assert shown(ray_out, ray_dir) == shown(local_out, local_dir)
+    # the worker's check refuses what the local one refuses, as the same error
+    with pytest.raises(ClusterClipError, match="has no cluster tree"):
+        ScheduleStage(engine="ray", engine_options={"address": ray_address}).check(
+            WorkDir(ray_dir), ScheduleOptions(policy="hierarchical", duplicates="off")
+        )

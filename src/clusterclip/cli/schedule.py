@@ -21,11 +21,12 @@ EXAMPLE = """examples:
   clusterclip schedule --workdir work --max-repeats 4 --num-samples 1000000 --seed 0
   clusterclip schedule --workdir work --num-tokens 2000000000 --order planned
   clusterclip schedule --labels labels.npy --num-samples 100000 --out schedule.npy
+  clusterclip schedule --workdir work --engine ray --ray-address auto
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clusterclip.cli.flags import add_section
+    from clusterclip.cli.flags import add_engine_flags, add_section
 
     source = parser.add_argument_group("where (one of --workdir or --labels)")
     source.add_argument(
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_section(
         parser, "schedule", "schedule (budget: one of --num-samples, --num-tokens, --epochs)"
     )
+    add_engine_flags(parser, "with --workdir, the build runs as one task on a worker")
 
 
 def _read_column(path: Path, column: str, what: str) -> Any:
@@ -105,11 +107,12 @@ def _read_column(path: Path, column: str, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusterclip.cli.flags import section_values
+    from clusterclip.cli.flags import engine_from_args, section_values
     from clusterclip.errors import ClusterClipError
     from clusterclip.schedule.options import ScheduleOptions
 
     options = ScheduleOptions(**section_values(args, "schedule"))
+    engine, engine_options = engine_from_args(args)
     if (args.workdir is None) == (args.labels is None):
         raise ClusterClipError(
             "give exactly one of --workdir W (a clustered work directory) or --labels FILE "
@@ -123,7 +126,12 @@ def run(args: argparse.Namespace) -> int:
                     f"{flag} applies with --labels only; with --workdir the schedule is "
                     "W/schedule.npy and the token counts come from W. Drop it."
                 )
-        return _run_workdir(args.workdir, options)
+        return _run_workdir(args.workdir, options, engine, engine_options)
+    if engine != "local":
+        raise ClusterClipError(
+            f"--engine {engine} applies with --workdir only: a --labels file is scheduled in "
+            "this process. Drop --engine, or schedule a work directory."
+        )
     if args.out is None:
         raise ClusterClipError("--labels needs --out FILE (the schedule .npy to write).")
     if options.policy == "hierarchical":  # a labels file carries no tree: it would run flat
@@ -135,22 +143,26 @@ def run(args: argparse.Namespace) -> int:
     return _run_files(args, options)
 
 
-def _run_workdir(workdir: Path, options: Any) -> int:
+def _run_workdir(workdir: Path, options: Any, engine: str, engine_options: Any) -> int:
     from clusterclip.dedup.options import DedupOptions
     from clusterclip.dedup.stage import DedupStage
     from clusterclip.io import WorkDir
     from clusterclip.plan import plan_stages, recorded_options
     from clusterclip.schedule.stage import ScheduleStage
+    from clusterclip.schedule.stats import ScheduleSummary
 
     work = WorkDir(workdir)
     work.require("cluster")  # before the lock claims it: a missing --workdir is named as such
     # The near-duplicate groups, when the schedule reads them, are refreshed first (first run,
     # or redone for new clusters) with the settings of an earlier `clusterclip dedup` or `run`.
     dedup = (DedupStage(), recorded_options(work, "dedup", DedupOptions))
-    plan = plan_stages([dedup, (ScheduleStage(), options)], ["schedule"])
+    stage = ScheduleStage(engine=engine, engine_options=engine_options)
+    plan = plan_stages([dedup, (stage, options)], ["schedule"])
     outcome = plan.run(work, log=print)["schedule"]
     warnings_seen = outcome.summary.get("warnings", [])
-    print(summary(outcome.result, work.labels(), work.path_of("schedule"), warnings_seen, options))
+    overview = outcome.summary.get("overview")  # the stage's numbers (older manifests: none)
+    numbers = work.labels() if overview is None else ScheduleSummary(**overview)
+    print(summary(outcome.result, numbers, work.path_of("schedule"), warnings_seen, options))
     return 0
 
 
@@ -199,16 +211,19 @@ def summary(
     """The one-screen summary printed at the end of ``clusterclip schedule``.
 
     The numbers are :func:`clusterclip.schedule.stats.summarise`'s; this only lays them out.
+    ``labels`` are the labels the schedule was built from, or those numbers
+    already summarised (a :class:`~clusterclip.schedule.stats.ScheduleSummary`: the
+    schedule stage's, made where the schedule was built).
 
     ``options`` (the :class:`~clusterclip.schedule.options.ScheduleOptions` given)
     lets the budget line say ``epochs=3.0`` when that is what the user passed.
     """
     from clusterclip.errors import plural
     from clusterclip.schedule.advice import budget_passes, clip_advice, rule_advice
-    from clusterclip.schedule.stats import summarise
+    from clusterclip.schedule.stats import ScheduleSummary, summarise
 
     stats, config = schedule.stats, schedule.config
-    numbers = summarise(stats, labels)
+    numbers = labels if isinstance(labels, ScheduleSummary) else summarise(stats, labels)
     n_usable = numbers.n_usable
     lines = [f"clusterclip schedule: wrote {out} (+ {out.with_suffix('.json').name})"]
     lines.append(

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import ClusterClipError, given_as, hint
 from clusterclip.io import WorkDir
 from clusterclip.io.artifacts import ScheduleArtifact
@@ -24,15 +26,18 @@ from clusterclip.schedule.config import validate_labels
 from clusterclip.schedule.io import Schedule
 from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.options import ScheduleOptions
+from clusterclip.schedule.task import ScheduleWorker
 
 __all__ = ["ScheduleStage", "build_with_progress"]
-
-#: Per-cluster arrays of the stats, kept out of the manifest (they are in schedule.json).
-_BULKY = ("draws_per_cluster", "clip_step", "planned_draws", "cluster_ids")
 
 
 class ScheduleStage:
     """The schedule stage in the runner's contract.
+
+    The check and the build run as one task of ``engine``
+    (:class:`~clusterclip.schedule.task.ScheduleWorker`): on the Ray engine a
+    worker reads the labels and writes the schedule, and the driver handles
+    only its statistics.
 
     >>> stage = ScheduleStage()
     >>> stage.name, stage.artifacts
@@ -41,6 +46,12 @@ class ScheduleStage:
 
     name = "schedule"
     artifacts = ("schedule", "schedule_meta")
+
+    def __init__(
+        self, *, engine: str = "local", engine_options: Mapping[str, Any] | None = None
+    ) -> None:
+        self.engine = engine
+        self.ray_options = resolve_options(engine, engine_options)  # checked before any work
 
     def inputs(self, work: WorkDir, options: ScheduleOptions) -> dict[str, Any]:
         """The cluster labels, the document index when the budget is in tokens, the groups."""
@@ -59,82 +70,39 @@ class ScheduleStage:
         # policy="hierarchical" reads the tree from the level_* columns of cluster.clusters
         return found
 
-    @staticmethod
-    def _duplicate_of(work: WorkDir, options: ScheduleOptions) -> np.ndarray | None:
-        return work.duplicate_of() if options.duplicates == "group" else None
-
-    @staticmethod
-    def _levels(work: WorkDir, options: ScheduleOptions) -> np.ndarray | None:
-        """The cluster tree (N, L - 1) for ``policy="hierarchical"``, else None."""
-        if not options.kind.uses_levels:
-            return None
-        levels = work.levels()  # ancestors of every document's cluster, or None (flat run)
-        if levels is None:
-            raise ClusterClipError(
-                f"work directory {work.path} has no cluster tree: its cluster stage wrote no "
-                f"levels, and policy 'hierarchical' draws down them. Run `clusterclip cluster "
-                f"--workdir {work.path} --levels ...` first, or pick another --policy "
-                "(e.g. clusterclip)."
-            )
-        return levels
-
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> Schedule:
         """The saved schedule (its stats recomputed from the file)."""
         return Schedule.load(ScheduleArtifact(work).path)
 
     def check(self, work: WorkDir, options: ScheduleOptions) -> None:
         """Refuse a budget whose schedule cannot fit in memory, before the manifest changes."""
-        labels = work.labels()
-        lengths = work.n_tokens() if options.num_tokens is not None else None
-        self._duplicate_of(work, options)  # stale or missing groups: refused here
-        self._levels(work, options)  # a flat cluster stage under policy="hierarchical": refused
-        draws, estimated = _draws_at_most(options, labels, lengths)
-        check_fits(draws, estimated=estimated)
+        self._task(work, "check", options)
 
     def run(self, work: WorkDir, options: ScheduleOptions, *, resume: bool) -> StageOutput:
         """Build the schedule from the current labels and save it atomically."""
-
-        labels = work.labels()
-        lengths = work.n_tokens() if options.num_tokens is not None else None
-        schedule, budget, caught = build_with_progress(
-            labels, options, lengths=lengths, duplicate_of=self._duplicate_of(work, options),
-            levels=self._levels(work, options),
-        )  # fmt: skip
-        for warning in caught:  # shown once more by the caller's summary; keep the user's filters
-            warnings.warn_explicit(
-                warning.message, warning.category, warning.filename, warning.lineno
-            )
+        done = self._task(work, "build", options)
+        for message, category, filename, lineno in done["warnings"]:
+            # shown once more by the caller's summary; keep the user's filters
+            warnings.warn_explicit(message, category, filename, lineno)
         saved = ScheduleArtifact(work)
-        outputs = saved.write(schedule.indices, schedule.sidecar_meta())
-        stats = {k: v for k, v in schedule.stats.to_dict().items() if k not in _BULKY}
-        summary = {"budget": budget, "stats": stats, "warnings": [str(w.message) for w in caught]}
         # the settings are stored once: the options in the manifest (what was asked, as for
         # every stage) and the resolved config in schedule.json (no copy in the manifest)
         record = {"path": str(saved.path)}
-        return StageOutput(outputs, summary, record, schedule)
+        schedule = done["schedule"]
+        if schedule is None:  # built elsewhere: the draws stay in the file until read
 
+            def schedule() -> Schedule:
+                indices = np.load(saved.path, mmap_mode="r")
+                return Schedule(indices=indices, stats=done["stats"], config=done["config"])
 
-def _draws_at_most(
-    options: ScheduleOptions, labels: np.ndarray, lengths: np.ndarray | None
-) -> tuple[int | None, bool]:
-    """``(length, estimated)`` of the schedule, without building it.
+        return StageOutput(done["outputs"], done["summary"], record, schedule)
 
-    A document budget gives the length; a token budget its mean (``estimated``).
-    A repetition cap with ``on_exhausted="stop"`` ends the schedule after at most
-    ``max_repeats`` appearances of every usable document.
-    """
-    n_usable = int((labels >= 0).sum())
-    budget = options.budget(n_usable)
-    draws, estimated = budget["num_samples"], False
-    if draws is None:
-        draws = expected_draws(
-            None, num_tokens=budget["num_tokens"], labels=labels, lengths=lengths
-        )
-        estimated = True
-    cap = options.kind.effective_max_repeats(options.max_repeats)
-    if draws is not None and cap is not None and options.on_exhausted == "stop":
-        draws = min(draws, cap * n_usable)
-    return draws, estimated
+    def _task(self, work: WorkDir, step: str, options: ScheduleOptions) -> dict[str, Any]:
+        """``step`` of :class:`~clusterclip.schedule.task.ScheduleWorker`, one engine task."""
+        worker = partial(ScheduleWorker, str(work.path.resolve()), self.engine == "local")
+        tasks = [(0, (step, options))]
+        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
+        return next(iter(found))[1]
 
 
 def build_with_progress(
