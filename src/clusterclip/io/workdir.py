@@ -274,13 +274,11 @@ class WorkDir:
 
     def ok_mask(self) -> np.ndarray:
         """bool ``(N,)``: True where the document was embedded (status ``ok``)."""
-        return artifacts.DocumentsArtifact(self).statuses() == "ok"
+        return artifacts.DocumentsArtifact(self).ok_mask()
 
     def status_counts(self) -> dict[str, int]:
         """Documents by status (``ok``, ``empty``, ``malformed``, ...)."""
-        statuses = artifacts.DocumentsArtifact(self).statuses().astype(str)
-        values, counts = np.unique(statuses, return_counts=True)
-        return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
+        return artifacts.DocumentsArtifact(self).status_counts()
 
     def n_tokens(self) -> np.ndarray:
         """int64 ``(N,)``: tokens per document as counted by the encoder (0 when not ok)."""

@@ -232,6 +232,32 @@ class DocumentsArtifact(Artifact):
         """object ``(N,)``: every document's status (``ok``, ``empty``, ``malformed``, ...)."""
         return np.asarray(self.read(["status"]).column("status").to_pylist(), dtype=object)
 
+    def ok_mask(self) -> np.ndarray:
+        """bool ``(N,)``: True where the status is ``ok`` (compared in Arrow, not per object).
+
+        >>> DocumentsArtifact("work").ok_mask().sum()  # doctest: +SKIP
+        9998
+        """
+        pc = require_extra("pyarrow.compute", "io")
+        column = self.read(["status"]).column("status")
+        return pc.equal(column, "ok").to_numpy(zero_copy_only=False).astype(bool, copy=False)
+
+    def status_counts(self) -> dict[str, int]:
+        """Documents by status, in sorted order of the status (counted in Arrow).
+
+        >>> DocumentsArtifact("work").status_counts()  # doctest: +SKIP
+        {'empty': 2, 'ok': 9998}
+        """
+        pc = require_extra("pyarrow.compute", "io")
+        counts = pc.value_counts(self.read(["status"]).column("status"))
+        found = {
+            str(v): int(c)
+            for v, c in zip(
+                counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
+            )
+        }
+        return dict(sorted(found.items()))
+
     def n_tokens(self) -> np.ndarray:
         """int64 ``(N,)``: tokens per document as counted by the encoder (0 when not ok)."""
         return self.read(["n_tokens"]).column("n_tokens").to_numpy().astype(np.int64)
