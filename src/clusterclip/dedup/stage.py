@@ -19,8 +19,7 @@ among them) and its inputs are unchanged.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,25 +50,48 @@ __all__ = ["DedupResult", "DedupStage", "dedup", "group_rows"]
 NEIGHBOUR_TASK_ROWS = 2**20
 
 
-@dataclass(frozen=True)
 class DedupResult:
     """What :func:`dedup` produced (or found already done).
 
     Attributes
     ----------
+    workdir : Path
     duplicate_of : ndarray of int64, shape (N,)
         Representative (lowest index) of every document's group; its own index
-        when it has no copy.
+        when it has no copy. A result found already done reads it from
+        ``duplicates.parquet`` when first asked (a stage that reads the groups
+        itself, such as the schedule on a Ray worker, never needs it here).
     summary : dict
         Groups, documents in groups, exact / near groups, largest groups, timings.
     skipped : bool
         True when the work directory already held this result.
+
+    Examples
+    --------
+    >>> result = DedupResult(Path("work"), np.array([0, 0, 2]), {"groups": 1})
+    >>> result.duplicate_of.tolist(), result.skipped
+    ([0, 0, 2], False)
     """
 
-    workdir: Path
-    duplicate_of: np.ndarray
-    summary: dict[str, Any] = field(default_factory=dict)
-    skipped: bool = False
+    def __init__(
+        self,
+        workdir: Path,
+        duplicate_of: np.ndarray | Callable[[], np.ndarray],
+        summary: dict[str, Any] | None = None,
+        skipped: bool = False,
+    ) -> None:
+        self.workdir, self.skipped = workdir, skipped
+        self.summary = {} if summary is None else summary
+        self._duplicate_of = duplicate_of
+
+    @property
+    def duplicate_of(self) -> np.ndarray:
+        if callable(self._duplicate_of):
+            self._duplicate_of = self._duplicate_of()
+        return self._duplicate_of
+
+    def __repr__(self) -> str:
+        return f"DedupResult(workdir={self.workdir!r}, summary={self.summary!r}, skipped={self.skipped})"
 
 
 def dedup(
@@ -151,7 +173,7 @@ class DedupStage:
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> DedupResult:
         """The stored result."""
         return DedupResult(
-            work.path, work.duplicate_of(), dict(entry.get("summary", {})), skipped=True
+            work.path, work.duplicate_of, dict(entry.get("summary", {})), skipped=True
         )
 
     def run(self, work: WorkDir, options: DedupOptions, *, resume: bool) -> StageOutput:
