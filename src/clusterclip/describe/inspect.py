@@ -23,12 +23,47 @@ def _check_count(name: str, value: Any, fix: str) -> int:
     return int(value)
 
 
+#: Up to this many documents per cluster, :func:`nearest_documents` takes the best one
+#: of every cluster per round (O(N) each) instead of sorting every document.
+NEAREST_ROUNDS = 8
+
+
 def nearest_documents(labels: np.ndarray, scores: np.ndarray, n: int) -> dict[int, list[int]]:
     """For each cluster, the indices of its ``n`` highest-scoring documents (ties: lower index).
+
+    Clusters in id order. For ``n`` up to :data:`NEAREST_ROUNDS`, ``n`` rounds
+    that each take every cluster's best remaining document (a maximum per cluster,
+    then the lowest index among the documents that reach it); beyond, one sort of
+    every clustered document.
 
     >>> nearest_documents(np.array([0, 1, 0, 0, -1]), np.array([.5, .9, .7, .5, 0]), 2)
     {0: [2, 0], 1: [1]}
     """
+    labels = np.asarray(labels)
+    scores = np.asarray(scores)
+    kept = labels >= 0
+    if n > NEAREST_ROUNDS or np.isnan(scores[kept]).any():
+        return _nearest_sorted(labels, scores, n)
+    present = np.flatnonzero(np.bincount(labels[kept])) if kept.any() else np.zeros(0, np.int64)
+    result: dict[int, list[int]] = {cluster: [] for cluster in present.tolist()}
+    remaining = np.flatnonzero(kept)
+    for _ in range(n):
+        if not remaining.size:
+            break
+        owner, score = labels[remaining], scores[remaining]
+        best = np.full(int(present[-1]) + 1, -np.inf, dtype=score.dtype)
+        np.maximum.at(best, owner, score)
+        reach = np.flatnonzero(score == best[owner])  # every cluster's best, ties included
+        first = np.unique(owner[reach], return_index=True)[1]  # the lowest index of each
+        taken = reach[first]
+        for cluster, index in zip(owner[taken].tolist(), remaining[taken].tolist(), strict=True):
+            result[cluster].append(index)
+        remaining = np.delete(remaining, taken)
+    return result
+
+
+def _nearest_sorted(labels: np.ndarray, scores: np.ndarray, n: int) -> dict[int, list[int]]:
+    """:func:`nearest_documents` by one sort of every clustered document."""
     kept = np.flatnonzero(labels >= 0)
     order = kept[np.lexsort((kept, -scores[kept], labels[kept]))]
     ordered = labels[order]
@@ -159,13 +194,34 @@ def _spread_sample(labels: np.ndarray, sizes: np.ndarray, cap: int) -> np.ndarra
     >>> _spread_sample(np.array([0, 1, 0, 0, -1, 0]), np.array([4, 1]), 2).tolist()
     [True, True, False, True, False, False]
     """
-    order = np.argsort(labels, kind="stable")  # each cluster's members in index order
+    order = _by_label(labels)  # each cluster's members in index order
     ordered = labels[order]
-    ordinal = np.arange(ordered.size) - np.searchsorted(ordered, ordered, side="left")
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if order.size else order
+    ordinal = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
     stride = -(-sizes[np.maximum(ordered, 0)] // max(int(cap), 1))
     keep = np.zeros(labels.size, dtype=bool)
     keep[order] = (ordered >= 0) & (ordinal % np.maximum(stride, 1) == 0)
     return keep
+
+
+def _by_label(labels: np.ndarray) -> np.ndarray:
+    """The stable order of ``labels`` (-1 allowed): one sort of ``label << b | index`` values
+    when both fit in 63 bits (any corpus below 2**32 documents with fewer than 2**31 clusters),
+    a stable argsort otherwise. The same order either way.
+
+    >>> _by_label(np.array([2, -1, 0, 2, 0])).tolist()
+    [1, 2, 4, 0, 3]
+    """
+    n = labels.size
+    width = max(n - 1, 1).bit_length()
+    if n == 0 or (int(labels.max()) + 1).bit_length() + width > 63 or int(labels.min()) < -1:
+        return np.argsort(labels, kind="stable")
+    key = labels.astype(np.int64) + 1
+    key <<= width
+    key |= np.arange(n, dtype=np.int64)
+    key.sort()
+    key &= (1 << width) - 1
+    return key
 
 
 def document_texts(
