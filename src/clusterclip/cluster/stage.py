@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.arrays import distinct
 from clusterclip.cluster.assignment import assign_files
 from clusterclip.cluster.hierarchical import HierarchicalKMeans, Tree, dissolve_small_leaves
 from clusterclip.cluster.kmeans import KMeans
@@ -459,7 +460,7 @@ def _levels_summary(
 ) -> dict[str, Any]:
     """The hierarchy in the stage summary: counts per level (coarse to fine, leaves last)."""
     kept = levels[:, 0] >= 0 if levels.shape[1] else np.zeros(0, dtype=bool)
-    used = [int(len(np.unique(levels[kept, level]))) for level in range(levels.shape[1])]
+    used = [int(len(distinct(levels[kept, level]))) for level in range(levels.shape[1])]
     return {
         "requested": [*map(int, options.levels), int(options.n_clusters)],
         "n_clusters": [len(c) for c in tree.centroids],

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterclip.arrays import distinct
+
 __all__ = [
     "BorderBatch",
     "BorderMerged",
@@ -165,7 +167,7 @@ def border_works(
     head_order = np.argsort(parent, kind="stable")  # heads by set, ascending inside one
     pair_set = parent[inverse[:, 0]]
     pair_order = np.argsort(pair_set, kind="stable")  # pairs by set, in their order inside one
-    roots = np.unique(parent)
+    roots = distinct(parent)
     head_cuts = np.searchsorted(parent[head_order], roots, side="right")
     pair_cuts = np.searchsorted(pair_set[pair_order], roots, side="right")
     works = []
@@ -192,7 +194,7 @@ def unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
     pairs = np.asarray(pairs, dtype=np.int64)
     if n >= 2**31:  # the key would overflow int64
         return np.unique(pairs, axis=0)
-    keys = np.unique(pairs[:, 0] * n + pairs[:, 1])
+    keys = distinct(pairs[:, 0] * n + pairs[:, 1])
     return np.stack([keys // n, keys % n], axis=1)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.arrays import distinct
 from clusterclip.describe.keywords import KeywordCounter, TableMerger, WordTables
 from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
@@ -207,7 +208,7 @@ def read_texts(
     >>> read_texts(WorkDir("work"), [3, 12])[3]  # doctest: +SKIP
     (None, 'And God called the light Day, ...')
     """
-    wanted = np.unique(np.asarray(list(indices), dtype=np.int64))
+    wanted = distinct(np.asarray(list(indices), dtype=np.int64))
     if not wanted.size:
         return {}
     plan, read_options = corpus_plan(work, engine=engine, options=options)

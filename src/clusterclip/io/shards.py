@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clusterclip.arrays import distinct
 from clusterclip.errors import ClusterClipError
 
 __all__ = ["ShardedMatrix", "npy_problem", "release_pages"]
@@ -139,7 +140,7 @@ class ShardedMatrix:
         rows = rows.astype(np.int64, copy=False)
         out = np.empty((len(rows), self.shape[1]), dtype=self.dtype)
         parts = np.searchsorted(self._offsets, rows, side="right") - 1
-        for part in np.unique(parts):
+        for part in distinct(parts).tolist():
             mask = parts == part
             out[mask] = self._parts[part][rows[mask] - self._offsets[part]]
             release_pages(self._parts[part])

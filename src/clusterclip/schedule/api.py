@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterclip.arrays import distinct
 from clusterclip.errors import hint, invalid, spell
 from clusterclip.io import fingerprint_array
 from clusterclip.schedule.config import (
@@ -127,7 +128,7 @@ def _weights_for(policy: SchedulePolicy, labels: np.ndarray) -> tuple[float, ...
             f"a 1-D array with one weight per cluster id (length >= {n_labels})",
             f"shape {array.shape}",
         )
-    present = np.unique(labels[labels >= 0])
+    present = distinct(labels[labels >= 0])
     if not np.any(array[present] > 0):
         raise invalid(
             "cluster_weights",

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from clusterclip.arrays import distinct
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64
 from clusterclip.schedule.grouping import NO_CAP
 from clusterclip.schedule.groups import sorted_with_order
@@ -134,7 +135,7 @@ def tree_levels(seed: int, tree_paths: np.ndarray, caps: np.ndarray) -> list[Nod
     ``caps`` (G,): the groups' caps. Node ids are per level (one parent each).
     """
     paths = np.asarray(tree_paths, dtype=np.int64)
-    while paths.shape[1] and np.unique(paths[:, 0]).size == 1:
+    while paths.shape[1] and distinct(paths[:, 0]).size == 1:
         paths = paths[:, 1:]  # a lone top node: every position enters it
     nodes_of = [
         np.unique(paths[:, level], return_inverse=True)[1] for level in range(paths.shape[1])
