@@ -476,3 +476,30 @@ def test_schedule_on_ray_is_built_by_a_worker_with_the_local_engines_bytes(
         ScheduleStage(engine="ray", engine_options={"address": ray_address}).check(
             WorkDir(ray_dir), ScheduleOptions(policy="hierarchical", duplicates="off")
         )
+
+
+def test_report_numbers_on_ray_are_read_by_a_worker_with_the_local_engines_bytes(
+    ray_address, local_clusters, tmp_path, monkeypatch
+):
+    """The report's per-document numbers (the schedule's draws, the document index, the
+    groups) come from one task on Ray: the driver's readers of them raise, and report.json
+    and report.html are the local engine's, byte for byte."""
+    from clusterclip.io import WorkDir
+    from clusterclip.report import build_report
+
+    local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
+    for workdir in (local_dir, ray_dir):
+        shutil.copytree(local_clusters[0], workdir)
+        assert _schedule_cli(workdir, "--max-repeats", "2") == 0
+    build_report(local_dir)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read a per-document array of the report's numbers")
+
+    for reader in ("schedule", "n_tokens", "status_counts", "duplicate_of", "documents"):
+        monkeypatch.setattr(WorkDir, reader, refused)
+    build_report(ray_dir, engine="ray", engine_options={"address": ray_address})
+    for name in ("report.json", "report.html"):
+        ours, theirs = (ray_dir / name).read_text(), (local_dir / name).read_text()
+        assert ours.replace(str(ray_dir), "W") == theirs.replace(str(local_dir), "W"), name
+    assert json.loads((ray_dir / "report.json").read_text())["summary"]["schedule_length"] > 0

@@ -36,11 +36,11 @@ import numpy as np
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
 from clusterclip.report.duplicates import duplicate_groups
-from clusterclip.report.keywords import describe_largest
+from clusterclip.report.keywords import describe_largest, example_cell, small_clusters
 from clusterclip.report.notices import collect_notices, keywords_notice, warning_lines
 from clusterclip.schedule.config import cluster_cap_of  # the stored settings; loads no engine
 
-__all__ = ["compute_report_data"]
+__all__ = ["compute_report_data", "report_numbers"]
 
 #: Schedule rows read at once; bounds memory on billion-draw schedules.
 BLOCK_SIZE = 1 << 20
@@ -140,6 +140,54 @@ def compute_report_data(
     >>> data["summary"]["never_seen_fraction"]  # doctest: +SKIP
     0.0312
     """
+    from clusterclip.report.task import numbers_on_engine
+
+    work = WorkDir(workdir)
+    numbers = numbers_on_engine(work, n_slices, engine=engine, engine_options=engine_options)
+    sizes = np.asarray(numbers.pop("sizes"), dtype=np.int64)
+    inspected, keywords_missing = describe_largest(
+        work, sizes, n_keywords=n_keywords, n_examples=n_examples, engine=engine,
+        engine_options=engine_options,
+    )  # fmt: skip
+    small = small_clusters(
+        work, sizes, keywords_available=bool(inspected), engine=engine,
+        engine_options=engine_options,
+    )  # fmt: skip
+    summary = numbers["summary"]
+    summary["n_dissolved_clusters"] = len(small["dissolved"])
+    summary["dissolved_documents"] = int(sum(d["size"] for d in small["dissolved"]))
+    summary["min_cluster_size"] = small["min_cluster_size"]
+    for row in numbers["clusters"]:
+        info = inspected.get(row["cluster"], {})
+        row["keywords"] = [str(w) for w in info.get("keywords", [])]
+        row["example"] = example_cell(info)
+    notices = numbers["notices"]
+    notices["keywords_dropped"] = keywords_notice(keywords_missing)
+    return {
+        **{key: numbers[key] for key in ("stability", "machine", "schedule")},
+        "summary": summary,
+        "sizes_by_rank": numbers["sizes_by_rank"],
+        "small_clusters": small,
+        **{key: numbers[key] for key in ("shares_by_size_rank", "dynamics", "clip_events",
+                                         "repetitions", "never_seen_by_size_rank", "clusters")},
+        "keywords_available": bool(inspected),
+        "duplicates": numbers["duplicates"],
+        "notices": notices,
+        "warnings": warning_lines(notices),
+    }  # fmt: skip
+
+
+def report_numbers(workdir: str | os.PathLike[str], n_slices: int) -> dict[str, Any]:
+    """Every number of the report that reads a per-document array, without the words.
+
+    Reads the labels, the schedule, the document index and the near-duplicate
+    groups; what it returns is as small as the cluster count: the parts of
+    :func:`compute_report_data`'s dict that need no corpus text (the cluster
+    table without keywords and examples, the summary without the dissolved
+    clusters, the notices without ``keywords_dropped``) plus ``sizes``, the
+    cluster sizes. Run as one engine task by
+    :func:`clusterclip.report.task.numbers_on_engine`.
+    """
     work = WorkDir(workdir)
     inputs = _load_inputs(work)
     rarest = _rarest_clusters(inputs.sizes, inputs.n_clusters)
@@ -149,24 +197,10 @@ def compute_report_data(
     repeats = _count_repeats(inputs, draws.seen_per_doc)
     docs = _documents_info(work, inputs.n)
     tokens_drawn = _tokens_drawn(docs["n_tokens"], draws.seen_per_doc)
-    inspected, keywords_missing = describe_largest(
-        work, inputs.sizes, n_keywords=n_keywords, n_examples=n_examples, engine=engine,
-        engine_options=engine_options,
-    )  # fmt: skip
     shares = _shares(inputs, rarest, draws.per_cluster)
     by_size = np.argsort(-inputs.sizes, kind="stable")
     clip_events = _clip_events(clip_positions)
-    small = _small_clusters(
-        work, inputs, keywords_available=bool(inspected), engine=engine,
-        engine_options=engine_options,
-    )  # fmt: skip
-    summary = _summary(inputs, docs, draws, repeats, clip_events, tokens_drawn)
-    summary["n_dissolved_clusters"] = len(small["dissolved"])
-    summary["dissolved_documents"] = int(sum(d["size"] for d in small["dissolved"]))
-    summary["min_cluster_size"] = small["min_cluster_size"]
     cluster_summary = (work.entry("cluster") or {}).get("summary", {})
-    notices = collect_notices(work, inputs.meta)
-    notices["keywords_dropped"] = keywords_notice(keywords_missing)
     return {
         "stability": cluster_summary.get("stability"),
         "machine": {
@@ -179,9 +213,8 @@ def compute_report_data(
             "version": inputs.meta.get("version"),
             "stats": inputs.meta.get("stats", {}),
         },
-        "summary": summary,
+        "summary": _summary(inputs, docs, draws, repeats, clip_events, tokens_drawn),
         "sizes_by_rank": [int(s) for s in inputs.sizes[by_size]],
-        "small_clusters": small,
         "shares_by_size_rank": {
             "random": [float(x) for x in shares.random[by_size]],
             "uniform": [float(x) for x in shares.uniform[by_size]],
@@ -194,15 +227,12 @@ def compute_report_data(
             "documents": [int(x) for x in repeats.histogram],
         },
         "never_seen_by_size_rank": [int(repeats.never[k]) for k in by_size],
-        "clusters": _cluster_table(
-            inputs, draws, shares, repeats, clip_positions, inspected, by_size
-        ),
-        "keywords_available": bool(inspected),
+        "clusters": _cluster_table(inputs, draws, shares, repeats, clip_positions, by_size),
         "duplicates": duplicate_groups(
             work, labels=inputs.labels, seen_per_doc=draws.seen_per_doc, config=inputs.config
         ),
-        "notices": notices,
-        "warnings": warning_lines(notices),
+        "notices": collect_notices(work, inputs.meta),
+        "sizes": inputs.sizes.tolist(),
     }
 
 
@@ -437,32 +467,19 @@ def _clip_events(clip_positions: np.ndarray) -> list[dict[str, int]]:
     )
 
 
-def _example_cell(info: dict[str, Any]) -> dict[str, Any] | None:
-    """A cluster's first example document for the table, or None without one."""
-    example = (info.get("examples") or [{}])[0]
-    if "index" not in example:
-        return None
-    return {
-        "index": int(example["index"]),
-        "id": example.get("id"),
-        "text": str(example.get("text", "")),
-    }
-
-
 def _cluster_table(
     inputs: _Inputs,
     draws: _Draws,
     shares: _Shares,
     repeats: _Repeats,
     clip_positions: np.ndarray,
-    inspected: dict[int, dict[str, Any]],
     by_size: np.ndarray,
 ) -> list[dict[str, Any]]:
-    """One row per cluster in ``by_size`` order: size, draws, shares, repeats, clip, words."""
+    """One row per cluster in ``by_size`` order: size, draws, shares, repeats, clip (the words
+    and example, filled in by :func:`compute_report_data`, are left empty)."""
     sizes, total, per_cluster, never = inputs.sizes, inputs.total, draws.per_cluster, repeats.never
     rows = []
     for rank, k in enumerate(by_size):
-        info = inspected.get(int(k), {})
         rows.append(
             {
                 "cluster": int(k),
@@ -479,8 +496,8 @@ def _cluster_table(
                 "never_seen": int(never[k]),
                 "never_seen_fraction": float(never[k] / sizes[k]) if sizes[k] else 0.0,
                 "clipped_at": int(clip_positions[k]) if clip_positions[k] >= 0 else None,
-                "keywords": [str(w) for w in info.get("keywords", [])],
-                "example": _example_cell(info),
+                "keywords": [],
+                "example": None,
             }
         )
     return rows
@@ -553,41 +570,4 @@ def _dynamics(
         "random_share_rarest_50pct": float(shares.random[r50].sum()) if inputs.n_clusters else 0.0,
         "uniform_share_rarest_10pct": float(len(r10) / n_nonempty),
         "uniform_share_rarest_50pct": float(len(r50) / n_nonempty),
-    }
-
-
-def _small_clusters(
-    work: WorkDir,
-    inputs: _Inputs,
-    *,
-    keywords_available: bool,
-    engine: str = "local",
-    engine_options: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The clusters the cluster stage dissolved (too small), with examples, and sizes before.
-
-    ``sizes_before_by_rank`` are the sizes of all ``requested`` clusters before
-    dissolving (largest first); equal to ``sizes_by_rank`` when nothing was dissolved
-    or the cluster stage predates dissolving.
-    """
-    entry = work.entry("cluster") or {}
-    record = entry.get("small_clusters") or {}
-    before = np.asarray(record.get("sizes_before", inputs.sizes), dtype=np.int64)
-    dissolved = [dict(d) for d in record.get("dissolved", [])]
-    texts: dict[int, dict[str, Any]] = {}
-    if dissolved and keywords_available:  # the corpus is readable (checked by describe_largest)
-        from clusterclip.describe import document_texts
-
-        wanted = [i for d in dissolved for i in d.get("members", [])[:3]]
-        try:
-            texts = document_texts(work.path, wanted, engine=engine, engine_options=engine_options)
-        except (ClusterClipError, OSError):
-            texts = {}
-    for d in dissolved:
-        d["examples"] = [texts[i] for i in d.get("members", [])[:3] if i in texts]
-    return {
-        "min_cluster_size": int(record.get("min_cluster_size", 1)),
-        "requested_clusters": len(before),
-        "dissolved": dissolved,
-        "sizes_before_by_rank": [int(x) for x in np.sort(before)[::-1]],
     }

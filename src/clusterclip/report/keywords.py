@@ -3,7 +3,8 @@
 The words come from :func:`clusterclip.describe.inspect_clusters` (which re-reads
 the embedded corpus); this module decides for which clusters and from how many
 documents (:func:`keyword_plan`), so a report on ``10**5`` clusters stays within
-memory, and turns a corpus that cannot be re-read into a reason the report shows.
+memory, and turns a corpus that cannot be re-read into a reason the report shows; it
+also fills the table's example cells and the dissolved small clusters' examples.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ __all__ = [
     "KEYWORD_CLUSTERS",
     "KEYWORD_DOCUMENTS",
     "describe_largest",
+    "example_cell",
     "keyword_plan",
+    "small_clusters",
 ]
 
 #: Keywords come from at most this many documents per cluster, spread over the corpus ...
@@ -84,3 +87,56 @@ def describe_largest(
     except (ClusterClipError, OSError) as error:
         return {}, str(error)
     return {int(entry["cluster"]): entry for entry in found}, None
+
+
+def example_cell(info: dict[str, Any]) -> dict[str, Any] | None:
+    """A cluster's first example document for the table, or None without one.
+
+    >>> example_cell({"examples": [{"index": 3, "id": "a", "text": "in the beginning"}]})
+    {'index': 3, 'id': 'a', 'text': 'in the beginning'}
+    """
+    example = (info.get("examples") or [{}])[0]
+    if "index" not in example:
+        return None
+    return {
+        "index": int(example["index"]),
+        "id": example.get("id"),
+        "text": str(example.get("text", "")),
+    }
+
+
+def small_clusters(
+    work: WorkDir,
+    sizes: np.ndarray,
+    *,
+    keywords_available: bool,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The clusters the cluster stage dissolved (too small), with examples, and sizes before.
+
+    ``sizes_before_by_rank`` are the sizes of all ``requested`` clusters before
+    dissolving (largest first); equal to ``sizes_by_rank`` when nothing was dissolved
+    or the cluster stage predates dissolving.
+    """
+    entry = work.entry("cluster") or {}
+    record = entry.get("small_clusters") or {}
+    before = np.asarray(record.get("sizes_before", sizes), dtype=np.int64)
+    dissolved = [dict(d) for d in record.get("dissolved", [])]
+    texts: dict[int, dict[str, Any]] = {}
+    if dissolved and keywords_available:  # the corpus is readable (checked by describe_largest)
+        from clusterclip.describe import document_texts
+
+        wanted = [i for d in dissolved for i in d.get("members", [])[:3]]
+        try:
+            texts = document_texts(work.path, wanted, engine=engine, engine_options=engine_options)
+        except (ClusterClipError, OSError):
+            texts = {}
+    for d in dissolved:
+        d["examples"] = [texts[i] for i in d.get("members", [])[:3] if i in texts]
+    return {
+        "min_cluster_size": int(record.get("min_cluster_size", 1)),
+        "requested_clusters": len(before),
+        "dissolved": dissolved,
+        "sizes_before_by_rank": [int(x) for x in np.sort(before)[::-1]],
+    }
