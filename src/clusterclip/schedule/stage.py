@@ -1,10 +1,12 @@
 """The schedule stage: a work directory's labels -> ``schedule.npy`` + ``schedule.json``.
 
-Reads the labels (and token counts for a token budget, the near-duplicate
-groups of the dedup stage when ``duplicates="group"``, and the cluster tree of
-a hierarchical cluster stage for ``policy="hierarchical"``) through
-:class:`clusterclip.io.WorkDir`, streams the schedule with a progress bar and
-saves it. The runner (:mod:`clusterclip.runner`) decides whether it runs.
+One task of the stage's engine (:mod:`clusterclip.schedule.task`) reads the
+labels (and token counts for a token budget, the near-duplicate groups of the
+dedup stage when ``duplicates="group"``, and the cluster tree of a hierarchical
+cluster stage for ``policy="hierarchical"``) through
+:class:`clusterclip.io.WorkDir`, streams the schedule (:func:`build_with_progress`,
+with a progress bar) and saves it. The runner (:mod:`clusterclip.runner`)
+decides whether it runs.
 """
 
 from __future__ import annotations
