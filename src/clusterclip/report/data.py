@@ -126,7 +126,8 @@ def compute_report_data(
     n_keywords, n_examples : int
         Passed to :func:`clusterclip.describe.inspect_clusters` for the table.
     engine, engine_options
-        Where that reads the corpus (local or Ray read tasks; the same numbers).
+        Where the corpus is read (local or Ray read tasks) and where
+        :func:`report_numbers` runs (one task); the same numbers on every engine.
 
     Returns
     -------
