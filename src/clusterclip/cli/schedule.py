@@ -55,7 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_section(
         parser, "schedule", "schedule (budget: one of --num-samples, --num-tokens, --epochs)"
     )
-    add_engine_flags(parser, "with --workdir, the build runs as one task on a worker")
+    add_engine_flags(
+        parser,
+        "with --workdir, the build is one task on a worker, and a dedup stage it needs "
+        "first runs on the engine too",
+    )
 
 
 def _read_column(path: Path, column: str, what: str) -> Any:
@@ -155,7 +159,8 @@ def _run_workdir(workdir: Path, options: Any, engine: str, engine_options: Any) 
     work.require("cluster")  # before the lock claims it: a missing --workdir is named as such
     # The near-duplicate groups, when the schedule reads them, are refreshed first (first run,
     # or redone for new clusters) with the settings of an earlier `clusterclip dedup` or `run`.
-    dedup = (DedupStage(), recorded_options(work, "dedup", DedupOptions))
+    dedup_stage = DedupStage(engine=engine, engine_options=engine_options)
+    dedup = (dedup_stage, recorded_options(work, "dedup", DedupOptions))
     stage = ScheduleStage(engine=engine, engine_options=engine_options)
     plan = plan_stages([dedup, (stage, options)], ["schedule"])
     outcome = plan.run(work, log=print)["schedule"]
