@@ -17,6 +17,7 @@ __all__ = [
     "ClusterClipError",
     "ClusterClipWarning",
     "MissingDependencyError",
+    "flags_in_use",
     "given_as",
     "hint",
     "invalid",
@@ -71,6 +72,22 @@ def spelled_as_flags(flags: Mapping[str, str]) -> Iterator[None]:
         yield
     finally:
         _FLAGS.reset(token)
+
+
+def flags_in_use() -> dict[str, str] | None:
+    """The flags of :func:`spelled_as_flags` in effect here, or None under Python.
+
+    A task that runs in another thread or process takes them along, so that its
+    errors name options as the command that started it does.
+
+    >>> with spelled_as_flags({"max_repeats": "--max-repeats"}):
+    ...     print(flags_in_use())
+    {'max_repeats': '--max-repeats'}
+    >>> print(flags_in_use())
+    None
+    """
+    flags = _FLAGS.get()
+    return None if flags is None else dict(flags)
 
 
 @contextlib.contextmanager

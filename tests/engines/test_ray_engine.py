@@ -466,6 +466,7 @@ def test_schedule_on_ray_is_built_by_a_worker_with_the_local_engines_bytes(
         assert (ray_dir / name).read_bytes() == (local_dir / name).read_bytes(), name
     # 2,398 usable verses, each at most once: the budget of 3,000 is not met, and both say so
     assert "NOT met" in local_out and "warning" in local_out
+    assert "--max-repeats 1" in ray_out  # the worker's warning names the command's flags
 
     def shown(out: str, workdir: Path) -> str:  # without the path and the stage's seconds
         return re.sub(r"ran in [0-9.]+ s", "ran", out.replace(str(workdir), "W"))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.engines import map_shards, resolve_options
-from clusterclip.errors import ClusterClipError, given_as, hint
+from clusterclip.errors import ClusterClipError, flags_in_use, given_as, hint
 from clusterclip.io import WorkDir
 from clusterclip.io.artifacts import ScheduleArtifact
 from clusterclip.runner import StageOutput
@@ -101,7 +101,8 @@ class ScheduleStage:
 
     def _task(self, work: WorkDir, step: str, options: ScheduleOptions) -> dict[str, Any]:
         """``step`` of :class:`~clusterclip.schedule.task.ScheduleWorker`, one engine task."""
-        worker = partial(ScheduleWorker, str(work.path.resolve()), self.engine == "local")
+        keep = self.engine == "local"
+        worker = partial(ScheduleWorker, str(work.path.resolve()), keep, flags_in_use())
         tasks = [(0, (step, options))]
         found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
         return next(iter(found))[1]

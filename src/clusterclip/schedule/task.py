@@ -17,12 +17,14 @@ files are byte-identical on both engines.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from clusterclip.errors import ClusterClipError
+from clusterclip.errors import ClusterClipError, spelled_as_flags
 
 __all__ = ["ScheduleWorker", "check_inputs"]
 
@@ -33,7 +35,7 @@ BULKY = ("draws_per_cluster", "clip_step", "planned_draws", "cluster_ids")
 class ScheduleWorker:
     """Check, or build and save, a work directory's schedule wherever the engine runs it.
 
-    Pass ``functools.partial(ScheduleWorker, workdir, keep)`` as the ``worker`` of
+    Pass ``functools.partial(ScheduleWorker, workdir, keep, flags)`` as the ``worker`` of
     :func:`clusterclip.engines.map_shards`, and ``(step, options)`` as the one
     task's payload: ``step`` is ``"check"`` (:func:`check_inputs`: refuse what
     cannot be built, before the manifest changes) or ``"build"``; ``options`` a
@@ -47,6 +49,10 @@ class ScheduleWorker:
         Also return the built :class:`~clusterclip.schedule.io.Schedule` itself
         (``"schedule"``); for a worker in the caller's own process only, since
         it holds every draw.
+    flags : mapping or None
+        The caller's :func:`~clusterclip.errors.flags_in_use`: under the command
+        line, the worker's errors and warnings name the command's flags
+        (``--num-samples``), wherever it runs.
 
     Returns (when called with ``"build"``) a dict: ``outputs`` (the files'
     fingerprints), ``stats`` (:class:`~clusterclip.schedule.stats.ScheduleStats`),
@@ -63,20 +69,25 @@ class ScheduleWorker:
     ['config', 'outputs', 'schedule', 'stats', 'summary', 'warnings']
     """
 
-    def __init__(self, workdir: str, keep: bool = False) -> None:
+    def __init__(
+        self, workdir: str, keep: bool = False, flags: Mapping[str, str] | None = None
+    ) -> None:
         self.workdir, self.keep = str(workdir), bool(keep)
+        self.flags = None if flags is None else dict(flags)
 
     def __call__(self, payload: tuple[str, Any]) -> dict[str, Any]:
         from clusterclip.io import WorkDir
 
         step, options = payload
-        work = WorkDir(self.workdir)
-        if step == "check":
-            check_inputs(work, options)
-            return {}
-        if step != "build":
+        if step not in ("check", "build"):
             raise ValueError(f"step must be 'check' or 'build', got {step!r}")
-        return _build_and_save(work, options, keep=self.keep)
+        work = WorkDir(self.workdir)
+        spelling = nullcontext() if self.flags is None else spelled_as_flags(self.flags)
+        with spelling:
+            if step == "check":
+                check_inputs(work, options)
+                return {}
+            return _build_and_save(work, options, keep=self.keep)
 
 
 def _build_and_save(work: Any, options: Any, *, keep: bool) -> dict[str, Any]:
