@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["distinct"]
+__all__ = ["distinct", "run_ranks"]
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -36,3 +36,21 @@ def distinct(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def run_ranks(values: np.ndarray) -> np.ndarray:
+    """Each element's place in its run of equal neighbours (0 for a run's first), int64.
+
+    On sorted values, each element's rank within its group: the documents of
+    a cluster after a sort by cluster, the words of a cluster by score.
+
+    >>> run_ranks(np.array([4, 4, 7, 7, 7, 9])).tolist()
+    [0, 1, 0, 1, 2, 0]
+    >>> run_ranks(np.zeros(0)).tolist()
+    []
+    """
+    values = np.asarray(values)
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))

@@ -194,9 +194,8 @@ def fit_on_engine(
     """
     import functools
 
-    from clusterclip.engines import map_shards
+    from clusterclip.engines import run_task
 
     threads = None if engine == "local" else driver_threads()
     worker = functools.partial(FitWorker, str(Path(workdir)), threads, stability, blas)
-    results = list(map_shards([(0, model)], worker, engine=engine, options=options))
-    return results[0][1]
+    return run_task(worker, model, engine=engine, options=options)

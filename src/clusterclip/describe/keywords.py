@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterclip.arrays import run_ranks
+
 __all__ = ["KeywordCounter", "TableMerger", "WordTables", "tokenize"]
 
 _TOKEN = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]{2,}")
@@ -318,9 +320,7 @@ class WordTables:
         rank[sorted(range(len(words)), key=words.__getitem__)] = np.arange(len(words))
         order = np.lexsort((rank[word], -score, cluster))
         cluster, word, score = cluster[order], word[order], score[order]
-        starts = np.flatnonzero(np.r_[True, cluster[1:] != cluster[:-1]])
-        place = np.arange(cluster.size) - np.repeat(starts, np.diff(np.r_[starts, cluster.size]))
-        chosen = place < n
+        chosen = run_ranks(cluster) < n
         for c, w, value in zip(
             cluster[chosen].tolist(), word[chosen].tolist(), score[chosen].tolist(), strict=True
         ):

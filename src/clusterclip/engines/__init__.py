@@ -28,7 +28,15 @@ from typing import Any, TypeVar
 from clusterclip.engines.options import RayOptions
 from clusterclip.errors import invalid, require_extra
 
-__all__ = ["ENGINES", "RayOptions", "Task", "WorkerFactory", "map_shards", "resolve_options"]
+__all__ = [
+    "ENGINES",
+    "RayOptions",
+    "Task",
+    "WorkerFactory",
+    "map_shards",
+    "resolve_options",
+    "run_task",
+]
 
 Payload = TypeVar("Payload")
 Result = TypeVar("Result")
@@ -133,3 +141,23 @@ def map_shards(
         raise invalid("options", "None for engine='local'", options, "Pass engine='ray'.")
     module = importlib.import_module(ENGINES[engine])
     return module.map_shards(tasks, worker, options)
+
+
+def run_task(
+    worker: Callable[[], Callable[[Payload], Result]],
+    payload: Payload,
+    *,
+    engine: str = "local",
+    options: RayOptions | None = None,
+) -> Result:
+    """``worker()(payload)`` as the one task of :func:`map_shards`: a step that is one
+    sequential piece of work (the k-means fit, the schedule's draw, the report's numbers)
+    runs where the engine runs tasks, not in the caller.
+
+    >>> import functools, operator
+    >>> run_task(functools.partial(functools.partial, operator.mul, 10), 4)
+    40
+    """
+    # the whole stream, so that the engine's pool (a thread, Ray actors) is released here
+    (_, result), *_ = list(map_shards([(0, payload)], worker, engine=engine, options=options))
+    return result

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from clusterclip.engines import map_shards, resolve_options
+from clusterclip.engines import resolve_options, run_task
 
 __all__ = ["NumbersWorker", "numbers_on_engine"]
 
@@ -23,7 +23,7 @@ class NumbersWorker:
     """:func:`~clusterclip.report.data.report_numbers` of one work directory, as a worker.
 
     Pass ``functools.partial(NumbersWorker, workdir, n_slices)`` as the ``worker`` of
-    :func:`clusterclip.engines.map_shards`; the one task's payload is ignored.
+    :func:`clusterclip.engines.run_task`; the task's payload is ignored.
 
     >>> NumbersWorker("work", 50)(None)["summary"]["n_documents"]  # doctest: +SKIP
     10000
@@ -52,5 +52,4 @@ def numbers_on_engine(
     """
     worker = partial(NumbersWorker, str(work.path.resolve()), n_slices)
     options = resolve_options(engine, engine_options)
-    found = map_shards([(0, None)], worker, engine=engine, options=options)
-    return next(iter(found))[1]
+    return run_task(worker, None, engine=engine, options=options)

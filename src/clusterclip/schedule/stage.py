@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterclip.engines import map_shards, resolve_options
+from clusterclip.engines import resolve_options, run_task
 from clusterclip.errors import ClusterClipError, flags_in_use, given_as, hint
 from clusterclip.io import WorkDir
 from clusterclip.io.artifacts import ScheduleArtifact
@@ -103,9 +103,7 @@ class ScheduleStage:
         """``step`` of :class:`~clusterclip.schedule.task.ScheduleWorker`, one engine task."""
         keep = self.engine == "local"
         worker = partial(ScheduleWorker, str(work.path.resolve()), keep, flags_in_use())
-        tasks = [(0, (step, options))]
-        found = map_shards(tasks, worker, engine=self.engine, options=self.ray_options)
-        return next(iter(found))[1]
+        return run_task(worker, (step, options), engine=self.engine, options=self.ray_options)
 
 
 def build_with_progress(

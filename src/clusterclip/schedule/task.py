@@ -36,8 +36,8 @@ class ScheduleWorker:
     """Check, or build and save, a work directory's schedule wherever the engine runs it.
 
     Pass ``functools.partial(ScheduleWorker, workdir, keep, flags)`` as the ``worker`` of
-    :func:`clusterclip.engines.map_shards`, and ``(step, options)`` as the one
-    task's payload: ``step`` is ``"check"`` (:func:`check_inputs`: refuse what
+    :func:`clusterclip.engines.run_task`, and ``(step, options)`` as the task's
+    payload: ``step`` is ``"check"`` (:func:`check_inputs`: refuse what
     cannot be built, before the manifest changes) or ``"build"``; ``options`` a
     :class:`~clusterclip.schedule.options.ScheduleOptions`.
 
