@@ -239,12 +239,26 @@ def local_clusters(local_run, tmp_path_factory):
 def test_cluster_assignment_on_ray_equals_local_with_a_worker_killed(
     ray_run, local_clusters, tmp_path, monkeypatch
 ):
+    """The assignment tasks write their parts and one task finishes the stage: the driver
+    reads no per-document array (each reader raises in this process), a killed actor's
+    tasks are retried, and the files are the local engine's bytes."""
+    from clusterclip.io import WorkDir
+    from clusterclip.io.artifacts import ClustersArtifact, DocumentsArtifact
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read a per-document array")
+
     marker = tmp_path / "killed"
     _kill_a_worker(monkeypatch, clusterclip.cluster.assignment, marker)
     workdir = tmp_path / "ray"
     shutil.copytree(ray_run, workdir)
+    for owner, reader in ((WorkDir, "ok_mask"), (WorkDir, "labels"), (WorkDir, "scores"),
+                          (DocumentsArtifact, "ok_mask"), (ClustersArtifact, "read_parts")):  # fmt: skip
+        monkeypatch.setattr(owner, reader, refused)
     result = _cluster(workdir, engine="ray", engine_options={"num_workers": 2})
+    monkeypatch.undo()
     assert marker.read_text().startswith("killed worker pid")  # an actor died mid-run
+    assert not (workdir / ".cluster-state").exists()  # the parts are gone
     local_dir, local = local_clusters
     np.testing.assert_array_equal(result.centroids, local.centroids)  # the fit: a Ray task too
     np.testing.assert_array_equal(result.labels, local.labels)
@@ -392,13 +406,24 @@ def test_cluster_keywords_on_ray_equal_local(local_clusters, monkeypatch):
     import clusterclip.describe.reading
     from clusterclip.describe import inspect_clusters
 
+    from clusterclip.describe.keywords import TableMerger
+    from clusterclip.io import WorkDir
+
     workdir = local_clusters[0]
     options = {"n_keywords": 8, "n_examples": 2, "max_documents": 100}
     local = inspect_clusters(workdir, **options)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read a label or a score, or merged word counts")
+
     monkeypatch.setattr(clusterclip.describe.reading, "KEYWORD_TASK_DOCUMENTS", 500)
+    for owner, name in ((WorkDir, "labels"), (WorkDir, "scores"), (TableMerger, "add")):
+        monkeypatch.setattr(owner, name, refused)
     ray = inspect_clusters(workdir, **options, engine="ray", engine_options=RAY_OPTIONS)
+    monkeypatch.undo()
     assert ray == local
     assert all(len(entry["keywords"]) == 8 and len(entry["examples"]) == 2 for entry in local)
+    assert not (workdir / ".keyword-state").exists()  # the plan's and the tasks' files are gone
 
 
 @pytest.mark.parametrize("layout", ["flat-tokens", "megatron"])
@@ -497,7 +522,8 @@ def test_report_numbers_on_ray_are_read_by_a_worker_with_the_local_engines_bytes
     def refused(*args, **kwargs):
         raise AssertionError("the driver read a per-document array of the report's numbers")
 
-    for reader in ("schedule", "n_tokens", "status_counts", "duplicate_of", "documents"):
+    for reader in ("schedule", "n_tokens", "status_counts", "duplicate_of", "documents", "labels",
+                   "scores", "ok_mask"):  # fmt: skip
         monkeypatch.setattr(WorkDir, reader, refused)
     build_report(ray_dir, engine="ray", engine_options={"address": ray_address})
     for name in ("report.json", "report.html"):

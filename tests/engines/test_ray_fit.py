@@ -66,6 +66,9 @@ def _comparable(workdir: Path) -> dict:
         summary["init"]["lloyd_threads"].pop("threads")
         summary["init"]["lloyd_threads"].pop("seconds")
         summary["init"].pop("seconds")
+    # torch's threads are listed only where torch is already loaded: a reused Ray worker may
+    # have loaded it for another test, a fresh test process not (speed only, not the bytes)
+    summary.get("threads", {}).pop("torch", None)
     if "blas" in entry:  # whether this process set OPENBLAS_CORETYPE: a Ray worker inherits
         entry["blas"].pop("set_by_clusterclip")  # it from the test process once faiss loaded
     for stat in entry["fit_stats"]:

@@ -109,6 +109,36 @@ def test_embedding_parts_by_task(tmp_path):
         parts.read()
 
 
+def test_assignment_parts_by_task(tmp_path):
+    """Parts written in any order (a retried task overwriting its own) read back in row
+    order; a missing or short part is refused by name; clearing removes only the parts."""
+    clusters = ClustersArtifact(tmp_path)
+    labels = np.array([4, 0, -1, 2, 2, 1, 3], dtype=np.int64)
+    scores = np.linspace(0, 1, 7)
+    blocks = [(0, 3), (3, 2), (5, 2)]
+    for first, rows in reversed(blocks):
+        clusters.write_part(first, np.zeros(rows), np.zeros(rows))  # a first, lost attempt
+        clusters.write_part(first, labels[first : first + rows], scores[first : first + rows])
+    got_labels, got_scores = clusters.read_parts(blocks)
+    assert got_labels.dtype == np.int32 and got_labels.tolist() == labels.tolist()
+    np.testing.assert_array_equal(got_scores, scores.astype(np.float32))
+    with pytest.raises(
+        ClusterClipError, match=r"assigned-000000000007.npz \(rows 7..8\) is missing"
+    ):
+        clusters.read_parts([*blocks, (7, 2)])
+    with pytest.raises(ClusterClipError, match=r"holds 2 rows where 3 were planned"):
+        clusters.read_parts([(0, 3), (3, 3)])
+    with pytest.raises(ClusterClipError, match=r"one length; got shapes \(2,\) and \(3,\)"):
+        clusters.write_part(9, np.zeros(2), np.zeros(3))
+    (clusters.parts_folder / "notes.txt").write_text("not ours")
+    clusters.clear_parts()
+    assert sorted(p.name for p in clusters.parts_folder.iterdir()) == ["notes.txt"]
+    (clusters.parts_folder / "notes.txt").unlink()
+    clusters.write_part(0, labels, scores)
+    clusters.clear_parts()
+    assert not clusters.parts_folder.exists()
+
+
 def _record_cluster(work: WorkDir, fingerprint: str) -> None:
     work.record("cluster", {"complete": True, "inputs": {}, "outputs": {"clusters": fingerprint}})
 

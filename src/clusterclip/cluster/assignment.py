@@ -4,7 +4,10 @@ The rows to assign are the embed stage's part files, cut into blocks
 described by ``(file, start, stop, offset)``. :class:`AssignWorker` is the
 factory handed to :func:`clusterclip.engines.map_shards`: each process keeps a
 copy of the centroids and memory-maps the part files itself, so no embedding
-is shipped from the driver, whichever engine runs it.
+is shipped from the driver, whichever engine runs it. With a work directory
+(:func:`assign_to_parts`) each task also writes its labels and scores there
+(:meth:`~clusterclip.io.artifacts.ClustersArtifact.write_part`) and sends back
+only its row count, so no per-document array reaches the driver either.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.io.shards import release_pages
 from clusterclip.threads import on_driver_threads
 
-__all__ = ["AssignWorker", "Block", "TreeAssignWorker", "assign_files", "plan_blocks"]
+__all__ = [
+    "AssignWorker",
+    "Block",
+    "TreeAssignWorker",
+    "assign_files",
+    "assign_to_parts",
+    "plan_blocks",
+]
 
 #: ``(part file, first row, end row, global row of the first row)``.
 Block = tuple[str, int, int, int]
@@ -43,6 +53,9 @@ class AssignWorker:
         writable array, and Ray hands out read-only ones).
     backend : str
         E-step backend of :func:`clusterclip.cluster.assign`.
+    workdir : str, optional
+        Write each block's labels and scores into this work directory's
+        assignment parts and return the block's row count instead.
 
     Examples
     --------
@@ -51,10 +64,11 @@ class AssignWorker:
     (array([1, 0], dtype=int32), array([1., 1.], dtype=float32))
     """
 
-    def __init__(self, centroids: np.ndarray, backend: str) -> None:
+    def __init__(self, centroids: np.ndarray, backend: str, workdir: str | None = None) -> None:
         self.centroids = np.array(centroids, dtype=np.float32)
         self.backend = backend
         self.files: dict[str, np.ndarray] = {}
+        self.workdir = workdir
 
     def _rows(self, path: str, start: int, stop: int) -> np.ndarray:
         """A copy of the rows; the mapping's pages are dropped so the resident size stays small."""
@@ -64,12 +78,23 @@ class AssignWorker:
         release_pages(self.files[path])
         return rows
 
-    def __call__(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
-        """``labels`` int32 and ``scores`` float32 of the block's rows."""
+    def __call__(self, block: Block) -> Any:
+        """``labels`` int32 and ``scores`` float32 of the block's rows (or their count)."""
         path, start, stop, offset = block
-        rows = self._rows(path, start, stop)
-        labels, scores = assign(rows, self.centroids, backend=self.backend, offset=offset)
-        return np.asarray(labels, dtype=np.int32), np.asarray(scores, dtype=np.float32)
+        return self._answer(offset, *self._assigned(self._rows(path, start, stop), offset))
+
+    def _assigned(self, rows: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
+        return assign(rows, self.centroids, backend=self.backend, offset=offset)
+
+    def _answer(self, offset: int, labels: np.ndarray, scores: np.ndarray) -> Any:
+        labels = np.asarray(labels, dtype=np.int32)
+        scores = np.asarray(scores, dtype=np.float32)
+        if self.workdir is None:
+            return labels, scores
+        from clusterclip.io.artifacts import ClustersArtifact
+
+        ClustersArtifact(self.workdir).write_part(offset, labels, scores)
+        return len(labels)
 
 
 class TreeAssignWorker(AssignWorker):
@@ -80,13 +105,12 @@ class TreeAssignWorker(AssignWorker):
     :meth:`clusterclip.cluster.hierarchical.Tree.assign` gives them.
     """
 
-    def __init__(self, tree: Any, beam: int) -> None:
-        super().__init__(tree.centroids[-1], "numpy")
+    def __init__(self, tree: Any, beam: int, workdir: str | None = None) -> None:
+        super().__init__(tree.centroids[-1], "numpy", workdir)
         self.tree, self.beam = tree, int(beam)
 
-    def __call__(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
-        path, start, stop, offset = block
-        return self.tree.assign(self._rows(path, start, stop), beam=self.beam, offset=offset)
+    def _assigned(self, rows: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.tree.assign(rows, beam=self.beam, offset=offset)
 
 
 def plan_blocks(paths: Sequence[str | os.PathLike[str]], block_rows: int) -> list[Block]:
@@ -149,36 +173,83 @@ def assign_files(
     --------
     >>> labels, scores = assign_files(parts, centroids, backend="numpy", block_rows=65536)  # doctest: +SKIP
     """
-    from clusterclip.progress import progress_bar
-
     blocks = plan_blocks(paths, block_rows)
     total = blocks[-1][3] + blocks[-1][2] - blocks[-1][1] if blocks else 0
     labels = np.empty(total, dtype=np.int32)
     scores = np.empty(total, dtype=np.float32)
-    if tree is None:
-        worker: Any = functools.partial(AssignWorker, centroids, backend)
-    else:
-        worker = functools.partial(TreeAssignWorker, tree, beam)
-    worker = on_driver_threads(worker, engine)  # the local engine's bits on any engine
-    tasks = [(block[3], block) for block in blocks]
-    done = 0  # rows filled so far: results come back in row order
-    bar = progress_bar(total=total, desc="assign", unit="doc") if progress else None
-    for offset, (block_labels, block_scores) in map_shards(
-        tasks, worker, engine=engine, options=options
-    ):
-        if offset != done:
-            raise ClusterClipError(
-                f"the {engine} engine returned rows from {offset} where {done} was expected; "
-                "rerun the cluster stage."
-            )
-        done += len(block_labels)
-        labels[offset:done], scores[offset:done] = block_labels, block_scores
-        if bar is not None:
-            bar.update(len(block_labels))
-    if bar is not None:
-        bar.close()
-    if done != total:
-        raise ClusterClipError(
-            f"the {engine} engine returned {done} of {total} rows; rerun the cluster stage."
-        )
+    run = _Run(centroids, backend, engine, options, progress, tree, beam, None)
+    for offset, (block_labels, block_scores) in run.blocks(blocks, total):
+        labels[offset : offset + len(block_labels)] = block_labels
+        scores[offset : offset + len(block_labels)] = block_scores
     return labels, scores
+
+
+def assign_to_parts(
+    workdir: str | os.PathLike[str],
+    paths: Sequence[str | os.PathLike[str]],
+    centroids: np.ndarray,
+    *,
+    backend: str,
+    block_rows: int,
+    engine: str = "local",
+    options: RayOptions | None = None,
+    progress: bool = False,
+    tree: Any = None,
+    beam: int = 1,
+) -> list[tuple[int, int]]:
+    """:func:`assign_files`, each task writing its rows' labels and scores into ``workdir``.
+
+    The parts (:meth:`~clusterclip.io.artifacts.ClustersArtifact.write_part`) are
+    what :func:`assign_files` would return, cut by task; the driver receives one
+    row count per task. Returns the blocks as ``(first_row, rows)``, in row order:
+    what :meth:`~clusterclip.io.artifacts.ClustersArtifact.read_parts` takes.
+
+    Examples
+    --------
+    >>> blocks = assign_to_parts("work", parts, centroids, backend="numpy", block_rows=65536)  # doctest: +SKIP
+    >>> labels, scores = ClustersArtifact("work").read_parts(blocks)  # doctest: +SKIP
+    """
+    blocks = plan_blocks(paths, block_rows)
+    total = blocks[-1][3] + blocks[-1][2] - blocks[-1][1] if blocks else 0
+    run = _Run(centroids, backend, engine, options, progress, tree, beam, str(Path(workdir)))
+    return [(offset, rows) for offset, rows in run.blocks(blocks, total)]
+
+
+class _Run:
+    """One assignment over planned blocks: the worker, the engine, the order and count checks."""
+
+    def __init__(self, centroids, backend, engine, options, progress, tree, beam, workdir):  # type: ignore[no-untyped-def]
+        if tree is None:
+            worker: Any = functools.partial(AssignWorker, centroids, backend, workdir)
+        else:
+            worker = functools.partial(TreeAssignWorker, tree, beam, workdir)
+        self.worker = on_driver_threads(worker, engine)  # the local engine's bits on any engine
+        self.engine, self.options, self.progress = engine, options, progress
+
+    def blocks(self, blocks: list[Block], total: int) -> Any:
+        """Yield ``(first_row, result)`` per block in row order; refuse a gap or a shortfall."""
+        from clusterclip.progress import progress_bar
+
+        tasks = [(block[3], block) for block in blocks]
+        done = 0  # rows filled so far: results come back in row order
+        bar = progress_bar(total=total, desc="assign", unit="doc") if self.progress else None
+        for offset, result in map_shards(
+            tasks, self.worker, engine=self.engine, options=self.options
+        ):
+            if offset != done:
+                raise ClusterClipError(
+                    f"the {self.engine} engine returned rows from {offset} where {done} was "
+                    "expected; rerun the cluster stage."
+                )
+            rows = result if isinstance(result, int) else len(result[0])
+            done += rows
+            if bar is not None:
+                bar.update(rows)
+            yield offset, result
+        if bar is not None:
+            bar.close()
+        if done != total:
+            raise ClusterClipError(
+                f"the {self.engine} engine returned {done} of {total} rows; rerun the cluster "
+                "stage."
+            )

@@ -11,33 +11,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.arrays import distinct
-from clusterclip.cluster.assignment import assign_files
-from clusterclip.cluster.hierarchical import HierarchicalKMeans, Tree, dissolve_small_leaves
+from clusterclip.cluster.assignment import assign_to_parts
+from clusterclip.cluster.finishing import Finish, cluster_summary, finish_on_engine
+from clusterclip.cluster.hierarchical import HierarchicalKMeans, Tree
 from clusterclip.cluster.kmeans import KMeans
 from clusterclip.cluster.options import ClusterOptions
-from clusterclip.cluster.small import dissolve_small_clusters, effective_min_size
 from clusterclip.engines import resolve_options
 from clusterclip.errors import ClusterClipError, hint, invalid
 from clusterclip.io import WorkDir, versions
-from clusterclip.io.artifacts import CentroidsArtifact, ClustersArtifact, LevelCentroidsArtifact
+from clusterclip.io.artifacts import ClustersArtifact
 from clusterclip.runner import StageOutput, run_stage
 
 __all__ = ["ClusterResult", "ClusterStage", "cluster", "cluster_summary"]
 
 
-@dataclass(frozen=True)
 class ClusterResult:
     """What :func:`cluster` produced (or found already done).
 
     Attributes
     ----------
+    workdir : Path
     labels : numpy.ndarray of int32, shape (N,)
         Cluster of each document in index order; ``-1`` for non-``ok`` documents.
     scores : numpy.ndarray of float32, shape (N,)
@@ -51,56 +49,59 @@ class ClusterResult:
     levels : numpy.ndarray of int32, shape (N, L-1), or None
         With ``levels``: each document's cluster on every level above its leaf,
         coarse to fine (``-1`` for non-``ok`` documents); None for flat k-means.
+
+    With ``stored=True``, ``labels``, ``scores`` and ``levels`` not given are read
+    from ``clusters.parquet`` when first asked: the stage writes them from a
+    worker, and a caller that needs only the summary (the pipeline's driver)
+    never holds them.
+
+    Examples
+    --------
+    >>> result = ClusterResult(Path("work"), np.array([0, -1]), np.array([1.0, 0.0]), np.eye(1))
+    >>> result.labels.tolist(), result.levels, result.skipped
+    ([0, -1], None, False)
     """
 
-    workdir: Path
-    labels: np.ndarray
-    scores: np.ndarray
-    centroids: np.ndarray
-    summary: dict[str, Any] = field(default_factory=dict)
-    skipped: bool = False
-    levels: np.ndarray | None = None
+    def __init__(
+        self,
+        workdir: Path,
+        labels: np.ndarray | None,
+        scores: np.ndarray | None,
+        centroids: np.ndarray,
+        summary: dict[str, Any] | None = None,
+        skipped: bool = False,
+        levels: np.ndarray | None = None,
+        *,
+        stored: bool = False,
+    ) -> None:
+        self.workdir, self.centroids, self.skipped = Path(workdir), centroids, skipped
+        self.summary = {} if summary is None else summary
+        self._arrays: dict[str, Any] = {"labels": labels, "scores": scores, "levels": levels}
+        self._read = set() if stored else {"labels", "scores", "levels"}
 
+    def _array(self, name: str) -> Any:
+        if name not in self._read:  # once: a flat stage's levels stay None
+            self._arrays[name] = getattr(WorkDir(self.workdir), name)()
+            self._read.add(name)
+        return self._arrays[name]
 
-# ------------------------------------------------------------------ summary
+    @property
+    def labels(self) -> np.ndarray:
+        return self._array("labels")  # type: ignore[no-any-return]
 
+    @property
+    def scores(self) -> np.ndarray:
+        return self._array("scores")  # type: ignore[no-any-return]
 
-def _gini(sizes: np.ndarray) -> float:
-    sizes = np.sort(np.asarray(sizes, dtype=np.float64))
-    n, total = len(sizes), sizes.sum()
-    if n == 0 or total == 0:
-        return 0.0
-    ranks = np.arange(1, n + 1)
-    return float(2.0 * np.sum(ranks * sizes) / (n * total) - (n + 1) / n)
+    @property
+    def levels(self) -> np.ndarray | None:
+        return self._array("levels")  # type: ignore[no-any-return]
 
-
-def cluster_summary(labels: np.ndarray, scores: np.ndarray, n_clusters: int) -> dict[str, Any]:
-    """Sizes and balance of an assignment (``-1`` labels are left out).
-
-    >>> s = cluster_summary(np.array([0, 0, 1, -1]), np.array([1.0, 0.5, 1.0, 0.0]), 3)
-    >>> s["sizes"]["max"], s["empty_clusters"], s["excluded_documents"]
-    (2, 1, 1)
-    """
-    kept = labels >= 0
-    sizes = np.bincount(labels[kept], minlength=n_clusters)
-    n = int(kept.sum())
-    return {
-        "documents": len(labels),
-        "clustered_documents": n,
-        "excluded_documents": int(len(labels) - n),
-        "n_clusters": int(n_clusters),
-        "sizes": {
-            "min": int(sizes.min()),
-            "median": float(np.median(sizes)),
-            "max": int(sizes.max()),
-        },
-        "gini": round(_gini(sizes), 6),
-        "imbalance_factor": round(
-            float(n_clusters * np.square(sizes, dtype=np.float64).sum() / max(n, 1) ** 2), 6
-        ),
-        "empty_clusters": int((sizes == 0).sum()),
-        "mean_score": round(float(np.mean(scores[kept], dtype=np.float64)), 6) if n else 0.0,
-    }
+    def __repr__(self) -> str:
+        return (
+            f"ClusterResult(workdir={self.workdir!r}, n_clusters={len(self.centroids)}, "
+            f"summary={self.summary!r}, skipped={self.skipped})"
+        )
 
 
 # ------------------------------------------------------------------ stage
@@ -249,9 +250,8 @@ class ClusterStage:
     def load(self, work: WorkDir, entry: Mapping[str, Any]) -> ClusterResult:
         """The finished stage's result, without recomputing anything."""
         return ClusterResult(
-            workdir=work.path, labels=work.labels(), scores=work.scores(),
-            centroids=work.centroids(), summary=dict(entry.get("summary", {})), skipped=True,
-            levels=work.levels(),
+            work.path, None, None, work.centroids(), dict(entry.get("summary", {})), skipped=True,
+            stored=True,
         )  # fmt: skip
 
     def run(self, work: WorkDir, options: ClusterOptions, *, resume: bool) -> StageOutput:
@@ -265,19 +265,13 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         raise invalid("n_clusters", "an int in [1, inf)", None, f"Pass {hint('n_clusters', 100)}.")
     model = _model(options, stage)
     model._validate()
-    ok, embeddings, usable = _usable_documents(work, options)
+    embeddings = _check_usable(work, options)
     model, fitted_on = _fit(work, model, options, stage)
     fitted = time.perf_counter()
-    labels, scores, centroids, tree, small = _assign(embeddings, ok, usable, model, options, stage)
+    finished = _assign(work, embeddings, model, options, stage, fitted_on["stability"])
     assigned = time.perf_counter()
-    stability = None
-    if fitted_on["stability"] is not None:
-        from clusterclip.cluster.stability import compare_stability
-
-        stability = compare_stability(labels, fitted_on["stability"])
-    levels = None if tree is None else tree.ancestors(labels)
-    outputs = _write_outputs(work, labels, scores, centroids, levels=levels, tree=tree)
-    summary = cluster_summary(labels, scores, len(centroids))
+    summary, small, stability = finished["summary"], finished["small"], finished["stability"]
+    non_empty = summary.pop("non_empty", None)
     summary.update(_fit_summary(options, model, small, stability, fitted_on["threads"]))
     summary["seconds"] = {
         "fit": round(fitted - started, 3),
@@ -285,8 +279,9 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
         "stability": stability["seconds"] if stability else 0.0,
         "total": round(time.perf_counter() - started, 3),
     }
+    tree = finished["tree"]
     if tree is not None:
-        summary["levels"] = _levels_summary(options, model, tree, levels)
+        summary["levels"] = _levels_summary(options, model, tree, non_empty)
     record: dict[str, Any] = {
         "engine": stage.engine,
         "fit_stats": model.stats_ if tree is None else model.level_stats_,
@@ -295,9 +290,8 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     }
     if fitted_on["blas"] is not None:
         record["blas"] = fitted_on["blas"]
-    result = ClusterResult(work.path, labels, scores, centroids, summary, skipped=False,
-                           levels=levels)  # fmt: skip
-    return StageOutput(outputs, summary, record, result)
+    result = ClusterResult(work.path, None, None, finished["centroids"], summary, stored=True)
+    return StageOutput(finished["outputs"], summary, record, result)
 
 
 def _fit(
@@ -339,72 +333,63 @@ def _fit(
     return model, fitted_on
 
 
-def _usable_documents(work: WorkDir, options: ClusterOptions) -> tuple[np.ndarray, Any, np.ndarray]:
-    """The ok mask, the embeddings and the ok rows; raise when they cannot be clustered."""
-    ok = work.ok_mask()
+def _check_usable(work: WorkDir, options: ClusterOptions) -> Any:
+    """The embeddings; raise when the documents cannot be clustered (counts only, no mask)."""
+    counts = work.status_counts()
+    n_documents, n_ok = sum(counts.values()), counts.get("ok", 0)
     embeddings = work.embeddings()
-    if embeddings.shape[0] != len(ok):
+    if embeddings.shape[0] != n_documents:
         raise ClusterClipError(
             f"the embeddings of {work.path} hold {embeddings.shape[0]} rows but the document "
-            f"index lists {len(ok)} documents. Rerun `clusterclip embed INPUT... --workdir W "
+            f"index lists {n_documents} documents. Rerun `clusterclip embed INPUT... --workdir W "
             "--overwrite`."
         )
-    usable = np.flatnonzero(ok)
-    if not len(usable):  # no range of K would help: account for the records instead
-        counts = ", ".join(f"{n:,} {status}" for status, n in work.status_counts().items() if n)
+    if not n_ok:  # no range of K would help: account for the records instead
+        listed = ", ".join(f"{n:,} {status}" for status, n in counts.items() if n)
         raise ClusterClipError(
-            f"no usable document in {work.path}: none of its {len(ok):,} records is ok "
-            f"({counts}). Every record and its reason is in {work.path_of('rejects')}; fix the "
+            f"no usable document in {work.path}: none of its {n_documents:,} records is ok "
+            f"({listed}). Every record and its reason is in {work.path_of('rejects')}; fix the "
             "corpus (or name its text field) and embed it again."
         )
-    if options.n_clusters > len(usable):
+    if options.n_clusters > n_ok:
         raise invalid(
             "n_clusters",
-            f"an int in [1, {len(usable)}] (no more clusters than usable documents: "
-            f"{len(usable)} of {len(ok)} documents are ok)",
+            f"an int in [1, {n_ok}] (no more clusters than usable documents: "
+            f"{n_ok} of {n_documents} documents are ok)",
             options.n_clusters,
-            f"Pass {hint('n_clusters', max(len(usable), 1))} or fewer, or embed more documents.",
+            f"Pass {hint('n_clusters', max(n_ok, 1))} or fewer, or embed more documents.",
         )
-    return ok, embeddings, usable
+    return embeddings
 
 
 def _assign(
+    work: WorkDir,
     embeddings: Any,
-    ok: np.ndarray,
-    usable: np.ndarray,
     model: Any,
     options: ClusterOptions,
     stage: ClusterStage,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any, dict[str, Any]]:
-    """Every document's label and score under the fitted ``model``, small clusters dissolved.
+    stability: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Assign every document under the fitted ``model`` and finish the stage on the engine.
 
-    Returns ``(labels, scores, centroids, tree, small)``: ``-1`` and ``0.0`` for the
-    documents that are not ok, ``tree`` ``None`` unless ``options.levels``, and
-    ``small`` the record of the dissolved clusters.
+    The assignment tasks write their parts into the work directory
+    (:func:`~clusterclip.cluster.assignment.assign_to_parts`); one task then reads
+    them, dissolves the small clusters and writes the outputs
+    (:class:`~clusterclip.cluster.finishing.FinishWorker`, whose result this is).
     """
     tree = model.tree_ if options.levels else None
     centroids = model.centroids_ if tree is not None else model.cluster_centers_
-    labels, scores = assign_files(
-        embeddings.paths, centroids, backend=model.backend_,
+    ClustersArtifact(work).clear_parts()  # an interrupted run's
+    blocks = assign_to_parts(
+        work.path, embeddings.paths, centroids, backend=model.backend_,
         block_rows=options.assign_batch_size, engine=stage.engine, options=stage.ray_options,
         progress=stage.progress, tree=tree, beam=options.beam,
     )  # fmt: skip
-    labels = np.asarray(labels, dtype=np.int32)
-    scores = np.asarray(scores, dtype=np.float32)
-    labels[~ok] = -1
-    scores[~ok] = 0.0
-    min_size = effective_min_size(options.min_cluster_size, len(usable), options.n_clusters)
-    if tree is None:
-        labels, scores, centroids, small = dissolve_small_clusters(
-            labels, scores, centroids, lambda rows: embeddings[rows], min_size=min_size
-        )
-    else:
-        labels, scores, tree, small = dissolve_small_leaves(
-            labels, scores, tree, lambda rows: embeddings[rows], min_size=min_size,
-            beam=options.beam,
-        )  # fmt: skip
-        centroids = tree.centroids[-1]
-    return labels, scores, centroids, tree, small
+    finish = Finish(
+        blocks=blocks, centroids=centroids, tree=tree, min_cluster_size=options.min_cluster_size,
+        n_clusters=options.n_clusters, beam=options.beam, stability=stability,
+    )  # fmt: skip
+    return finish_on_engine(str(work.path), finish, engine=stage.engine, options=stage.ray_options)
 
 
 def _fit_summary(
@@ -456,39 +441,15 @@ def _model(options: ClusterOptions, stage: ClusterStage) -> Any:
 
 
 def _levels_summary(
-    options: ClusterOptions, model: Any, tree: Tree, levels: np.ndarray
+    options: ClusterOptions, model: Any, tree: Tree, non_empty: list[int]
 ) -> dict[str, Any]:
     """The hierarchy in the stage summary: counts per level (coarse to fine, leaves last)."""
-    kept = levels[:, 0] >= 0 if levels.shape[1] else np.zeros(0, dtype=bool)
-    used = [int(len(distinct(levels[kept, level]))) for level in range(levels.shape[1])]
     return {
         "requested": [*map(int, options.levels), int(options.n_clusters)],
         "n_clusters": [len(c) for c in tree.centroids],
-        "non_empty": used,  # of the levels above the leaves, in the same order
+        "non_empty": non_empty,  # of the levels above the leaves, in the same order
         "beam": int(options.beam),
         "split_backend": model.split_backend_,
         "fit": model.level_stats_,
         "stability": "not measured for hierarchical runs",
     }
-
-
-def _write_outputs(
-    work: WorkDir,
-    labels: np.ndarray,
-    scores: np.ndarray,
-    centroids: np.ndarray,
-    *,
-    levels: np.ndarray | None = None,
-    tree: Tree | None = None,
-) -> dict[str, str]:
-    centroids_fingerprint = CentroidsArtifact(work).write(centroids)
-    outputs = {
-        "clusters": ClustersArtifact(work).write(labels, scores, levels=levels),
-        "centroids": centroids_fingerprint,
-    }
-    level_centroids = LevelCentroidsArtifact(work)
-    if tree is None:
-        level_centroids.remove()  # a former hierarchical run's
-        return outputs
-    outputs["level_centroids"] = level_centroids.write(tree.centroids, tree.parents)
-    return outputs

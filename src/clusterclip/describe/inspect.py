@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -9,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from clusterclip.arrays import run_ranks
-from clusterclip.describe.keywords import TableMerger
 from clusterclip.describe.reading import read_clusters, read_texts
-from clusterclip.engines import resolve_options
+from clusterclip.engines import resolve_options, run_task
 from clusterclip.errors import hint, invalid
 from clusterclip.io import WorkDir
+from clusterclip.io.artifacts import KeywordState
 
-__all__ = ["document_texts", "inspect_clusters", "nearest_documents"]
+__all__ = ["KeywordPlanWorker", "document_texts", "inspect_clusters", "nearest_documents"]
 
 
 def _check_count(name: str, value: Any, fix: str) -> int:
@@ -133,7 +134,6 @@ def inspect_clusters(
     n_keywords = _check_count("n_keywords", n_keywords, f"Pass e.g. {hint('n_keywords', 10)}.")
     n_examples = _check_count("n_examples", n_examples, f"Pass e.g. {hint('n_examples', 3)}.")
     work = WorkDir(workdir)
-    labels, scores = work.labels(), work.scores()
     n_clusters = work.n_clusters()
     if clusters is None:
         wanted = list(range(n_clusters))
@@ -147,32 +147,36 @@ def inspect_clusters(
                 bad,
                 f"This work directory has {n_clusters} clusters (0..{n_clusters - 1}).",
             )
-    wanted_mask = np.zeros(n_clusters, dtype=bool)
-    wanted_mask[wanted] = True
-    sizes = np.bincount(labels[labels >= 0], minlength=n_clusters)
-    nearest = nearest_documents(np.where(labels >= 0, labels, -1), scores, n_examples)
-    example_rank = {
-        index: (cluster, rank)
-        for cluster, members in nearest.items()
-        if wanted_mask[cluster]
-        for rank, index in enumerate(members)
-    }
-    examples: dict[int, list[dict[str, Any] | None]] = {
-        c: [None] * len(nearest.get(c, [])) for c in wanted
-    }
-    counted = None if max_documents is None else _spread_sample(labels, sizes, max_documents)
-    counter = TableMerger().result()  # no words, unless the corpus is read below
-    if n_keywords or example_rank:
-        counter, texts = read_clusters(
-            work, labels, kept=frozenset(wanted), counted=counted, examples=set(example_rank),
-            count=bool(n_keywords), engine=engine, options=resolve_options(engine, engine_options),
-        )  # fmt: skip
-        for index, (doc_id, text) in sorted(texts.items()):
-            cluster, rank = example_rank[index]
-            examples[cluster][rank] = {
-                "index": index, "id": doc_id, "score": float(scores[index]), "text": text,
-            }  # fmt: skip
-    keywords = counter.top_all(n_keywords, wanted) if n_keywords else {}
+    options = resolve_options(engine, engine_options)
+    state = KeywordState(work)
+    try:
+        planner = functools.partial(KeywordPlanWorker, str(work.path), state.run)
+        plan = run_task(
+            planner, (wanted, n_examples, max_documents), engine=engine, options=options
+        )
+        example_rank = {
+            index: (cluster, rank)
+            for cluster, members in plan["nearest"].items()
+            for rank, index in enumerate(members)
+        }
+        examples: dict[int, list[dict[str, Any] | None]] = {
+            c: [None] * len(plan["nearest"].get(c, [])) for c in wanted
+        }
+        keywords: dict[int, list[tuple[str, float]]] = {}
+        if n_keywords or example_rank:
+            keywords, texts = read_clusters(
+                work, state, n_documents=plan["n_documents"], kept=frozenset(wanted),
+                examples=set(example_rank), n_keywords=n_keywords, clusters=wanted,
+                engine=engine, options=options,
+            )  # fmt: skip
+            for index, (doc_id, text) in sorted(texts.items()):
+                cluster, rank = example_rank[index]
+                examples[cluster][rank] = {
+                    "index": index, "id": doc_id, "score": plan["scores"][index], "text": text,
+                }  # fmt: skip
+    finally:
+        state.clear()
+    sizes = plan["sizes"]
     report = []
     for cluster in wanted:
         words = keywords.get(cluster, [])
@@ -186,6 +190,39 @@ def inspect_clusters(
             }
         )
     return report
+
+
+class KeywordPlanWorker:
+    """Plan a description from the labels and scores, on the engine (one task's worker).
+
+    Pass ``functools.partial(KeywordPlanWorker, workdir, run)`` to
+    :func:`clusterclip.engines.run_task` with the payload ``(clusters, n_examples,
+    max_documents)`` (see :func:`inspect_clusters`). The worker reads the labels
+    and scores, writes each document's cluster for the word counts (-1 where its
+    words do not count: :func:`_spread_sample`) to the
+    :class:`~clusterclip.io.artifacts.KeywordState` ``run``, and returns what is as
+    small as the cluster count: ``n_documents``, ``sizes`` (int64, every cluster),
+    ``nearest`` (:func:`nearest_documents` of ``clusters``) and ``scores`` (the
+    cosine of each of those documents).
+    """
+
+    def __init__(self, workdir: str, run: str) -> None:
+        self.workdir, self.run = str(workdir), str(run)
+
+    def __call__(self, request: tuple[list[int], int, int | None]) -> dict[str, Any]:
+        clusters, n_examples, max_documents = request
+        work = WorkDir(self.workdir)
+        labels, scores = work.labels(), work.scores()
+        sizes = np.bincount(labels[labels >= 0], minlength=work.n_clusters())
+        found = nearest_documents(np.where(labels >= 0, labels, -1), scores, n_examples)
+        nearest = {c: found[c] for c in clusters if c in found}
+        counted = (
+            labels >= 0 if max_documents is None else _spread_sample(labels, sizes, max_documents)
+        )
+        KeywordState(work, self.run).write_labels(np.where(counted, labels, -1))
+        example_scores = {i: float(scores[i]) for members in nearest.values() for i in members}
+        return {"n_documents": int(labels.size), "sizes": sizes, "nearest": nearest,
+                "scores": example_scores}  # fmt: skip
 
 
 def _spread_sample(labels: np.ndarray, sizes: np.ndarray, cap: int) -> np.ndarray:

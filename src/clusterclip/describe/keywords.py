@@ -24,7 +24,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -284,6 +284,26 @@ class WordTables:
     def word_list(self) -> list[str]:
         """The words, in the order ``totals`` and ``word_ids`` refer to."""
         return self.words.split("\n") if self.words else []
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """These tables as named arrays (no pickle): what a read task writes as its part.
+
+        >>> counter = KeywordCounter(); counter.add(0, "shares fell")
+        >>> WordTables.from_arrays(counter.tables().arrays()).word_list()
+        ['fell', 'shares']
+        """
+        return {"words": np.array(self.words), "totals": self.totals, "clusters": self.clusters,
+                "word_ids": self.word_ids, "counts": self.counts, "seen": self.seen,
+                "described": self.described}  # fmt: skip
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> WordTables:
+        """The tables :meth:`arrays` gave."""
+        return cls(
+            words=str(arrays["words"]), totals=arrays["totals"], clusters=arrays["clusters"],
+            word_ids=arrays["word_ids"], counts=arrays["counts"], seen=arrays["seen"],
+            described=arrays["described"],
+        )  # fmt: skip
 
     def top_all(
         self, n: int, clusters: Iterable[int] | None = None

@@ -1,23 +1,26 @@
-"""Keyword counts and example texts from read tasks on the engine, merged on the driver.
+"""Keyword counts and example texts from read tasks on the engine; nothing per document on the driver.
 
 :func:`clusterclip.describe.inspect_clusters` counts the words of every
 cluster and keeps the texts of a few documents per cluster, in one pass over
 the corpus. Here that pass is cut into read tasks exactly as the embed stage
 cuts the corpus (:mod:`clusterclip.io.readplan`): each task
-(:class:`KeywordWorker`) reads and judges its own documents, counts their words
-into a partial :class:`~clusterclip.describe.keywords.KeywordCounter` and keeps
-the texts of the examples that fall in its range. The driver sends the labels
-of the task's documents and receives word counts (as
-:class:`~clusterclip.describe.keywords.WordTables`, added by a
-:class:`~clusterclip.describe.keywords.TableMerger` in numpy) and a few texts,
-never the corpus; word counts are integers, so the merged counts, and the
-keywords, are the same on every engine and for any cut into tasks.
+(:class:`KeywordWorker`) reads and judges its own documents, takes their
+clusters from the plan task's labels (memory-mapped from a
+:class:`~clusterclip.io.artifacts.KeywordState`), counts their words into a
+partial :class:`~clusterclip.describe.keywords.KeywordCounter`, writes the counts
+as its part (:class:`~clusterclip.describe.keywords.WordTables` as arrays) and
+sends back the texts of the examples in its range. One more task
+(:class:`MergeWorker`) adds the parts in task order (a
+:class:`~clusterclip.describe.keywords.TableMerger`) and scores the words. The
+driver sends shard descriptions and receives a few texts and the keywords, never
+the corpus, a label or a word count; word counts are integers, so the merged
+counts, and the keywords, are the same on every engine and for any cut into tasks.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +28,10 @@ import numpy as np
 
 from clusterclip.arrays import distinct
 from clusterclip.describe.keywords import KeywordCounter, TableMerger, WordTables
-from clusterclip.engines import RayOptions, map_shards
+from clusterclip.engines import RayOptions, map_shards, run_task
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir
+from clusterclip.io.artifacts import KeywordState
 from clusterclip.io.readplan import ShardTask, corpus_plan, shard_records
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "TEXT_TASK_DOCUMENTS",
     "KeywordTask",
     "KeywordWorker",
+    "MergeWorker",
     "TextTask",
     "TextWorker",
     "read_clusters",
@@ -49,54 +54,79 @@ TEXT_TASK_DOCUMENTS = 2**12
 
 @dataclass(frozen=True)
 class KeywordTask:
-    """One read task: its documents, their labels, which count and which are examples.
-
-    ``labels[i]`` is document ``shard.first_index + i``'s cluster (-1: not
-    counted); ``counted`` (bool, or None for every one) marks the documents
-    whose words count; ``examples`` lists the global indices whose texts are
-    wanted.
-    """
+    """One read task: its documents, and the global indices whose texts are wanted."""
 
     shard: ShardTask
-    labels: np.ndarray
-    counted: np.ndarray | None
     examples: tuple[int, ...]
 
 
 class KeywordWorker:
     """Count the words and keep the example texts of a :class:`KeywordTask` (a task's worker).
 
-    Pass ``functools.partial(KeywordWorker, read_options, kept, count)`` to
+    Pass ``functools.partial(KeywordWorker, read_options, kept, count, workdir, run)`` to
     :func:`clusterclip.engines.map_shards`: ``kept`` is the clusters whose own
-    counts are kept (None: all), ``count`` whether words are counted at all.
-    Returns ``(tables, examples)``: the word counts of the task's documents
-    (:meth:`KeywordCounter.tables`) and ``{index: (id, text)}`` of its examples.
+    counts are kept (None: all), ``count`` whether words are counted at all, and
+    ``(workdir, run)`` the :class:`~clusterclip.io.artifacts.KeywordState` holding
+    each document's cluster (-1: its words do not count). With ``count``, the
+    task's word counts (:meth:`KeywordCounter.tables`) are written as its part.
+    Returns ``{index: (id, text)}`` of its examples.
     """
 
     def __init__(
-        self, read_options: Mapping[str, Any], kept: frozenset[int] | None, count: bool
+        self,
+        read_options: Mapping[str, Any],
+        kept: frozenset[int] | None,
+        count: bool,
+        workdir: str,
+        run: str,
     ) -> None:
         self.read_options = dict(read_options)
         self.kept = kept
         self.count = count
+        self.state = KeywordState(workdir, run)
 
-    def __call__(self, task: KeywordTask) -> tuple[WordTables, dict[int, tuple[Any, str]]]:
+    def __call__(self, task: KeywordTask) -> dict[int, tuple[Any, str]]:
         counter = KeywordCounter(self.kept)
         examples: dict[int, tuple[Any, str]] = {}
         wanted = set(task.examples)
         first = task.shard.first_index
+        labels = np.array(self.state.labels()[first : first + task.shard.rows])
         read = 0
         for record in shard_records(task.shard, self.read_options):
             read += 1
-            label = int(task.labels[record.index - first])
-            if label < 0 or record.text is None:
+            if record.text is None:
                 continue
-            if self.count and (task.counted is None or task.counted[record.index - first]):
-                counter.add(label, record.text)
             if record.index in wanted:
                 examples[int(record.index)] = (record.id, record.text)
+            label = int(labels[record.index - first])
+            if self.count and label >= 0:
+                counter.add(label, record.text)
         _check_read("keyword", task.shard, read)
-        return counter.tables(), examples
+        if self.count:
+            self.state.write_part(first, counter.tables().arrays())
+        return examples
+
+
+class MergeWorker:
+    """Add the keyword tasks' parts in task order and score the words (one task's worker).
+
+    Pass ``functools.partial(MergeWorker, workdir, run)`` to
+    :func:`clusterclip.engines.run_task` with the payload ``(firsts, n, clusters)``:
+    the parts' first documents, in task order, and :meth:`WordTables.top_all`'s
+    ``n`` and ``clusters``; returns what ``top_all`` returns.
+    """
+
+    def __init__(self, workdir: str, run: str) -> None:
+        self.state = KeywordState(workdir, run)
+
+    def __call__(
+        self, payload: tuple[Sequence[int], int, Sequence[int]]
+    ) -> dict[int, list[tuple[str, float]]]:
+        firsts, n, clusters = payload
+        merger = TableMerger()
+        for first in firsts:
+            merger.add(WordTables.from_arrays(self.state.read_part(first)))
+        return merger.result().top_all(n, clusters)
 
 
 def _check_read(kind: str, shard: ShardTask, read: int) -> None:
@@ -111,40 +141,45 @@ def _check_read(kind: str, shard: ShardTask, read: int) -> None:
 
 def read_clusters(
     work: WorkDir,
-    labels: np.ndarray,
+    state: KeywordState,
     *,
+    n_documents: int,
     kept: frozenset[int] | None,
-    counted: np.ndarray | None,
     examples: set[int],
-    count: bool,
+    n_keywords: int,
+    clusters: Sequence[int],
     engine: str = "local",
     options: RayOptions | None = None,
-) -> tuple[WordTables, dict[int, tuple[Any, str]]]:
-    """Word counts of the checked corpus and the texts of ``examples``, from read tasks.
+) -> tuple[dict[int, list[tuple[str, float]]], dict[int, tuple[Any, str]]]:
+    """Keywords of ``clusters`` from the checked corpus, and the texts of ``examples``.
 
     Parameters
     ----------
     work : WorkDir
         Its corpus files are checked unchanged first; a corpus that now holds
-        another number of records than were embedded is refused.
-    labels : ndarray of int, shape (N,)
-        Cluster of every document (-1: not counted).
-    kept, counted, count
-        See :class:`KeywordWorker` and :class:`KeywordTask`.
+        another number of records than ``n_documents`` is refused.
+    state : KeywordState
+        Holds each document's cluster for the word counts (written by the plan
+        task); the read tasks write their counts there.
+    kept : frozenset of int or None
+        See :class:`KeywordWorker`.
     examples : set of int
         Global indices whose ``(id, text)`` are returned.
+    n_keywords, clusters
+        Words per cluster (0: none, and no word is counted) and the clusters scored.
     engine, options
         Where the tasks run (:func:`clusterclip.engines.map_shards`).
 
     Returns
     -------
-    (WordTables, dict)
-        The counts of every task merged, and ``{index: (id, text)}``.
+    (dict, dict)
+        ``{cluster: [(word, score), ...]}`` (:meth:`WordTables.top_all`) and
+        ``{index: (id, text)}``.
     """
     plan, read_options = corpus_plan(work, engine=engine, options=options)
-    if plan.n_records != len(labels):
+    if plan.n_records != n_documents:
         raise ClusterClipError(
-            f"{work.path} has {len(labels):,} labels for {plan.n_records:,} documents; "
+            f"{work.path} has {n_documents:,} labels for {plan.n_records:,} documents; "
             "rerun the cluster stage."
         )
     ordered = np.array(sorted(examples), dtype=np.int64)
@@ -153,17 +188,21 @@ def read_clusters(
         for shard in plan.shards(KEYWORD_TASK_DOCUMENTS):
             low, high = shard.first_index, shard.first_index + shard.rows
             inside = ordered[np.searchsorted(ordered, low) : np.searchsorted(ordered, high)]
-            part = None if counted is None else counted[low:high]
-            task = KeywordTask(shard, labels[low:high], part, tuple(inside.tolist()))
-            yield shard.first_index, task
+            yield shard.first_index, KeywordTask(shard, tuple(inside.tolist()))
 
-    worker = functools.partial(KeywordWorker, read_options, kept, count)
-    merger = TableMerger()
+    count = n_keywords > 0
+    workdir = str(work.path)
+    worker = functools.partial(KeywordWorker, read_options, kept, count, workdir, state.run)
+    firsts: list[int] = []
     texts: dict[int, tuple[Any, str]] = {}
-    for _, (tables, found) in map_shards(tasks(), worker, engine=engine, options=options):
-        merger.add(tables)
+    for first, found in map_shards(tasks(), worker, engine=engine, options=options):
+        firsts.append(first)
         texts.update(found)
-    return merger.result(), texts
+    if not count:
+        return {}, texts
+    merge = functools.partial(MergeWorker, workdir, state.run)
+    keywords = run_task(merge, (firsts, n_keywords, list(clusters)), engine=engine, options=options)
+    return keywords, texts
 
 
 @dataclass(frozen=True)

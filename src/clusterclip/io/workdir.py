@@ -87,6 +87,8 @@ ARTIFACTS: dict[str, str] = {
     "clusters": "clusters.parquet",
     "centroids": "centroids.npy",
     "level_centroids": "level_centroids.npz",
+    "cluster_state": ".cluster-state",
+    "keyword_state": ".keyword-state",
     "duplicates": "duplicates.parquet",
     "schedule": "schedule.npy",
     "schedule_meta": "schedule.json",

@@ -6,21 +6,25 @@ handle                      files                                       written 
 :class:`DocumentsArtifact`  ``documents.parquet``, ``rejects.jsonl``,   embed
                             task fragments in ``.embed-state/``
 :class:`EmbeddingsArtifact` ``embeddings/part-NNNNN.npy`` (one a task)  embed
-:class:`ClustersArtifact`   ``clusters.parquet`` (``level_*`` columns)  cluster
+:class:`ClustersArtifact`   ``clusters.parquet`` (``level_*`` columns), cluster
+                            task parts in ``.cluster-state/``
 :class:`CentroidsArtifact`  ``centroids.npy``                           cluster
 :class:`LevelCentroidsArtifact` ``level_centroids.npz``                 cluster
 :class:`DuplicatesArtifact` ``duplicates.parquet``                      dedup
 :class:`ScheduleArtifact`   ``schedule.npy`` + ``schedule.json``        schedule
 :class:`ReportArtifact`     ``report.json`` + ``report.html``           report
 :class:`RecordsArtifact`    ``records/`` (documents' original bytes)    exports, on demand
+:class:`KeywordState`       ``.keyword-state/RUN/`` (a description's    report, inspect
+                            plan and word counts, while it runs)
 ==========================  ==========================================  ================
 
 A stage writes through its handles and a reader reads through them (or
 through :class:`~clusterclip.io.WorkDir`'s accessors, which delegate here), so
 a column name or file layout is spelled in one module. The documents and
 embeddings are written one task at a time (``write_fragment(task, rows)``,
-``write_part(task, rows)``: atomic files named by task id), so many workers
-can write at once and the driver only merges.
+``write_part(task, rows)``: atomic files named by task id), and so are the
+assignment's labels (``ClustersArtifact.write_part``), so many workers can write
+at once and the driver only plans.
 
 Examples
 --------
@@ -45,6 +49,7 @@ from clusterclip.io.artifacts.documents import (
 )
 from clusterclip.io.artifacts.duplicates import DUPLICATE_COLUMNS, DuplicatesArtifact
 from clusterclip.io.artifacts.embeddings import EMBEDDING_DTYPE, EmbeddingsArtifact
+from clusterclip.io.artifacts.keywords import KeywordState
 from clusterclip.io.artifacts.records import RecordsArtifact
 from clusterclip.io.artifacts.report import ReportArtifact
 from clusterclip.io.artifacts.schedule import (
@@ -70,6 +75,7 @@ __all__ = [
     "DocumentsArtifact",
     "DuplicatesArtifact",
     "EmbeddingsArtifact",
+    "KeywordState",
     "LevelCentroidsArtifact",
     "RecordsArtifact",
     "ReportArtifact",

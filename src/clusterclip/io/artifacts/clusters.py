@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,72 @@ class ClustersArtifact(Artifact):
         with atomic_path(self.path) as tmp:
             pq.write_table(table, tmp)
         return self.fingerprint()
+
+    # -- assignment parts: one per assignment task ---------------------------
+    @property
+    def parts_folder(self) -> Path:
+        """Where the assignment tasks' parts wait for :meth:`read_parts` (``.cluster-state``)."""
+        return self.work.path_of("cluster_state")
+
+    def part_path(self, first_row: int) -> Path:
+        """The part of the assignment task whose rows start at global row ``first_row``."""
+        return self.parts_folder / f"assigned-{int(first_row):012d}.npz"
+
+    def write_part(self, first_row: int, labels: np.ndarray, scores: np.ndarray) -> Path:
+        """Write one task's labels (int32) and scores (float32) atomically.
+
+        Safe from many processes at once: each task has its own file, which
+        appears whole or not at all; a retried task overwrites its own.
+        """
+        labels = np.asarray(labels, dtype=np.int32)
+        scores = np.asarray(scores, dtype=np.float32)
+        if labels.shape != scores.shape or labels.ndim != 1:
+            raise ClusterClipError(
+                f"an assignment part needs 1-D labels and scores of one length; got shapes "
+                f"{labels.shape} and {scores.shape}."
+            )
+        self.parts_folder.mkdir(parents=True, exist_ok=True)
+        target = self.part_path(first_row)
+        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, labels=labels, scores=scores)
+        return target
+
+    def read_parts(self, blocks: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and scores of the parts of ``blocks`` (``(first_row, rows)``, consecutive).
+
+        A missing part, or one of another length, is refused with its file named.
+        """
+        total = sum(int(rows) for _, rows in blocks)
+        labels = np.empty(total, dtype=np.int32)
+        scores = np.empty(total, dtype=np.float32)
+        done = 0
+        for first, rows in blocks:
+            path = self.part_path(first)
+            if int(first) != done or not path.exists():
+                raise ClusterClipError(
+                    f"the assignment part {path} (rows {first}..{first + rows - 1}) is missing; "
+                    "rerun the cluster stage."
+                )
+            with np.load(path) as part:
+                if part["labels"].shape != (rows,) or part["scores"].shape != (rows,):
+                    raise ClusterClipError(
+                        f"the assignment part {path} holds {part['labels'].shape[0]} rows where "
+                        f"{rows} were planned; rerun the cluster stage."
+                    )
+                labels[done : done + rows] = part["labels"]
+                scores[done : done + rows] = part["scores"]
+            done += rows
+        return labels, scores
+
+    def clear_parts(self) -> None:
+        """Delete the assignment parts (and their temp files), then the folder if empty."""
+        folder = self.parts_folder
+        if not folder.is_dir():
+            return
+        for path in folder.glob("*assigned-*"):  # temp files start with a dot
+            path.unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
 
     def _columns(self, *columns: str) -> np.ndarray:
         """``columns`` in index order, one per column of the result (one column: 1-D)."""
