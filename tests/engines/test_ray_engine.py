@@ -405,7 +405,6 @@ def test_cluster_keywords_on_ray_equal_local(local_clusters, monkeypatch):
     """Keyword counts and example texts from read tasks on Ray: the local engine's, exactly."""
     import clusterclip.describe.reading
     from clusterclip.describe import inspect_clusters
-
     from clusterclip.describe.keywords import TableMerger
     from clusterclip.io import WorkDir
 

@@ -160,6 +160,21 @@ def test_clusters_with_levels_round_trip(tmp_path):
     assert flat.level_names() == [] and flat.work.levels() is None
 
 
+def test_clusters_as_written_are_read_by_fingerprint_only(tmp_path):
+    """``read_written`` reads the file the manifest recorded, stale stage or not, and
+    refuses another file."""
+    work = WorkDir(tmp_path)
+    clusters = ClustersArtifact(work)
+    levels = np.array([[1], [0], [-1]])
+    written = clusters.write(np.array([2, 0, -1]), np.array([0.5, 1.0, 0.0]), levels=levels)
+    labels, scores, got_levels = clusters.read_written(written)  # no manifest entry at all
+    assert labels.dtype == np.int32 and labels.tolist() == [2, 0, -1]
+    assert scores.dtype == np.float32 and got_levels.tolist() == levels.tolist()
+    clusters.write(np.array([2, 1, -1]), np.array([0.5, 1.0, 0.0]))
+    with pytest.raises(ClusterClipError, match=r"clusters.parquet is missing or changed"):
+        clusters.read_written(written)
+
+
 def test_clusters_are_refused_when_the_stage_is_stale(tmp_path):
     work = WorkDir(tmp_path)
     clusters = ClustersArtifact(work)

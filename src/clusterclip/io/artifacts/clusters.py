@@ -167,9 +167,34 @@ class ClustersArtifact(Artifact):
                 f"{self.path} not found. Run `clusterclip cluster --workdir {self.work.path} "
                 "--n-clusters K` (or `clusterclip run`) first."
             )
+        return self._read(*columns)
+
+    def _read(self, *columns: str) -> np.ndarray:
         table = read_in_index_order(self.path, columns, fix="Rerun `clusterclip cluster`.")
         arrays = [table.column(c).to_numpy() for c in columns]
         return arrays[0] if len(arrays) == 1 else np.stack(arrays, axis=1)
+
+    def read_written(self, fingerprint: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Labels, scores and levels (or None) of the file the manifest recorded as ``fingerprint``.
+
+        For a step that reads the clusters while the inputs they were made from are
+        being extended (``clusterclip add``: the embed stage already lists the added
+        documents, so :meth:`labels` would refuse them as stale): the file must still
+        be the one written, byte for byte.
+        """
+        if not self.exists() or self.fingerprint() != fingerprint:
+            raise ClusterClipError(
+                f"{self.path} is missing or changed since the cluster stage wrote it; rerun "
+                f"`clusterclip cluster --workdir {self.work.path} --overwrite`."
+            )
+        labels = self._read("cluster").astype(np.int32, copy=False)
+        scores = self._read("score").astype(np.float32, copy=False)
+        names = self.level_names()
+        levels = None
+        if names:
+            levels = self._read(*names).astype(np.int32).reshape(-1, len(names))
+            levels = np.ascontiguousarray(levels)
+        return labels, scores, levels
 
     def labels(self) -> np.ndarray:
         """int32 ``(N,)``: cluster of every document in index order (-1 = excluded)."""
