@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from clusterclip.io.artifacts import (
     DocumentsArtifact,
     DuplicatesArtifact,
     EmbeddingsArtifact,
+    KeywordState,
     ReportArtifact,
     ScheduleArtifact,
     level_column,
@@ -137,6 +139,34 @@ def test_assignment_parts_by_task(tmp_path):
     clusters.write_part(0, labels, scores)
     clusters.clear_parts()
     assert not clusters.parts_folder.exists()
+
+
+def test_keyword_state_of_two_descriptions_at_once(tmp_path, monkeypatch):
+    """Each description has its own folder; clearing one leaves the other; the last one
+    removes ``.keyword-state``. A work directory this process may not write to gets a
+    temporary folder on the local engine only."""
+    work = WorkDir(tmp_path)
+    first, second = KeywordState.of(work), KeywordState.of(work)
+    assert first.root == second.root == tmp_path / ".keyword-state" and first.run != second.run
+    first.write_labels(np.array([3, -1, 0]))
+    second.write_labels(np.array([1]))
+    first.write_part(65536, {"counts": np.arange(4), "words": np.array("a\nb")})
+    assert first.labels().dtype == np.int32 and first.labels().tolist() == [3, -1, 0]
+    part = first.read_part(65536)
+    assert part["counts"].tolist() == [0, 1, 2, 3] and str(part["words"]) == "a\nb"
+    with pytest.raises(ClusterClipError, match=r"words-000000000000.npz is missing"):
+        first.read_part(0)
+    first.clear()
+    assert second.labels().tolist() == [1] and not first.folder.exists()
+    second.clear()
+    assert not (tmp_path / ".keyword-state").exists()
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only work directory
+    local = KeywordState.of(work, local=True)
+    assert KeywordState.of(work).root == tmp_path / ".keyword-state"  # Ray: must be shared
+    assert not local.root.is_relative_to(tmp_path)
+    local.write_labels(np.zeros(2))
+    local.clear()
+    assert not local.root.exists()
 
 
 def _record_cluster(work: WorkDir, fingerprint: str) -> None:

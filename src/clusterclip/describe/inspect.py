@@ -148,9 +148,9 @@ def inspect_clusters(
                 f"This work directory has {n_clusters} clusters (0..{n_clusters - 1}).",
             )
     options = resolve_options(engine, engine_options)
-    state = KeywordState(work)
+    state = KeywordState.of(work, local=engine == "local")
     try:
-        planner = functools.partial(KeywordPlanWorker, str(work.path), state.run)
+        planner = functools.partial(KeywordPlanWorker, str(work.path), state)
         plan = run_task(
             planner, (wanted, n_examples, max_documents), engine=engine, options=options
         )
@@ -195,19 +195,19 @@ def inspect_clusters(
 class KeywordPlanWorker:
     """Plan a description from the labels and scores, on the engine (one task's worker).
 
-    Pass ``functools.partial(KeywordPlanWorker, workdir, run)`` to
+    Pass ``functools.partial(KeywordPlanWorker, workdir, state)`` to
     :func:`clusterclip.engines.run_task` with the payload ``(clusters, n_examples,
     max_documents)`` (see :func:`inspect_clusters`). The worker reads the labels
     and scores, writes each document's cluster for the word counts (-1 where its
     words do not count: :func:`_spread_sample`) to the
-    :class:`~clusterclip.io.artifacts.KeywordState` ``run``, and returns what is as
+    :class:`~clusterclip.io.artifacts.KeywordState` ``state``, and returns what is as
     small as the cluster count: ``n_documents``, ``sizes`` (int64, every cluster),
     ``nearest`` (:func:`nearest_documents` of ``clusters``) and ``scores`` (the
     cosine of each of those documents).
     """
 
-    def __init__(self, workdir: str, run: str) -> None:
-        self.workdir, self.run = str(workdir), str(run)
+    def __init__(self, workdir: str, state: KeywordState) -> None:
+        self.workdir, self.state = str(workdir), state
 
     def __call__(self, request: tuple[list[int], int, int | None]) -> dict[str, Any]:
         clusters, n_examples, max_documents = request
@@ -219,7 +219,7 @@ class KeywordPlanWorker:
         counted = (
             labels >= 0 if max_documents is None else _spread_sample(labels, sizes, max_documents)
         )
-        KeywordState(work, self.run).write_labels(np.where(counted, labels, -1))
+        self.state.write_labels(np.where(counted, labels, -1))
         example_scores = {i: float(scores[i]) for members in nearest.values() for i in members}
         return {"n_documents": int(labels.size), "sizes": sizes, "nearest": nearest,
                 "scores": example_scores}  # fmt: skip

@@ -63,11 +63,11 @@ class KeywordTask:
 class KeywordWorker:
     """Count the words and keep the example texts of a :class:`KeywordTask` (a task's worker).
 
-    Pass ``functools.partial(KeywordWorker, read_options, kept, count, workdir, run)`` to
+    Pass ``functools.partial(KeywordWorker, read_options, kept, count, state)`` to
     :func:`clusterclip.engines.map_shards`: ``kept`` is the clusters whose own
     counts are kept (None: all), ``count`` whether words are counted at all, and
-    ``(workdir, run)`` the :class:`~clusterclip.io.artifacts.KeywordState` holding
-    each document's cluster (-1: its words do not count). With ``count``, the
+    ``state`` the :class:`~clusterclip.io.artifacts.KeywordState` holding each
+    document's cluster (-1: its words do not count). With ``count``, the
     task's word counts (:meth:`KeywordCounter.tables`) are written as its part.
     Returns ``{index: (id, text)}`` of its examples.
     """
@@ -77,13 +77,12 @@ class KeywordWorker:
         read_options: Mapping[str, Any],
         kept: frozenset[int] | None,
         count: bool,
-        workdir: str,
-        run: str,
+        state: KeywordState,
     ) -> None:
         self.read_options = dict(read_options)
         self.kept = kept
         self.count = count
-        self.state = KeywordState(workdir, run)
+        self.state = state
 
     def __call__(self, task: KeywordTask) -> dict[int, tuple[Any, str]]:
         counter = KeywordCounter(self.kept)
@@ -110,14 +109,14 @@ class KeywordWorker:
 class MergeWorker:
     """Add the keyword tasks' parts in task order and score the words (one task's worker).
 
-    Pass ``functools.partial(MergeWorker, workdir, run)`` to
+    Pass ``functools.partial(MergeWorker, state)`` to
     :func:`clusterclip.engines.run_task` with the payload ``(firsts, n, clusters)``:
     the parts' first documents, in task order, and :meth:`WordTables.top_all`'s
     ``n`` and ``clusters``; returns what ``top_all`` returns.
     """
 
-    def __init__(self, workdir: str, run: str) -> None:
-        self.state = KeywordState(workdir, run)
+    def __init__(self, state: KeywordState) -> None:
+        self.state = state
 
     def __call__(
         self, payload: tuple[Sequence[int], int, Sequence[int]]
@@ -191,8 +190,7 @@ def read_clusters(
             yield shard.first_index, KeywordTask(shard, tuple(inside.tolist()))
 
     count = n_keywords > 0
-    workdir = str(work.path)
-    worker = functools.partial(KeywordWorker, read_options, kept, count, workdir, state.run)
+    worker = functools.partial(KeywordWorker, read_options, kept, count, state)
     firsts: list[int] = []
     texts: dict[int, tuple[Any, str]] = {}
     for first, found in map_shards(tasks(), worker, engine=engine, options=options):
@@ -200,7 +198,7 @@ def read_clusters(
         texts.update(found)
     if not count:
         return {}, texts
-    merge = functools.partial(MergeWorker, workdir, state.run)
+    merge = functools.partial(MergeWorker, state)
     keywords = run_task(merge, (firsts, n_keywords, list(clusters)), engine=engine, options=options)
     return keywords, texts
 

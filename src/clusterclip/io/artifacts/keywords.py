@@ -7,13 +7,15 @@ each read task memory-maps its range of it and writes its word counts as a part
 named by its first document (:meth:`KeywordState.write_part`); the merge task
 reads the parts (:meth:`KeywordState.read_part`). Each description has its own
 folder (``run``), so two at once do not meet, and :meth:`KeywordState.clear`
-removes it. It sits in the work directory so that every Ray node sees it.
+removes it. It sits in the work directory so that every Ray node sees it (a work
+directory this process may not write to gets a temporary folder on the local engine).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,37 +33,48 @@ __all__ = ["KeywordState"]
 
 
 class KeywordState:
-    """The shared files of one cluster description.
+    """The shared files of one cluster description (picklable: workers get the handle).
 
     Parameters
     ----------
-    work : WorkDir or path
-        The work directory.
+    root : path
+        The folder holding descriptions' folders: a work directory's
+        ``.keyword-state`` (:meth:`of`), where every Ray node sees it.
     run : str, optional
-        The description's folder name; a new one (random) by default. Workers
-        rebuild the handle from ``(work.path, run)``.
+        The description's folder name; a new one (random) by default.
 
     Examples
     --------
-    >>> state = KeywordState("work")  # doctest: +SKIP
+    >>> state = KeywordState.of(WorkDir("work"))  # doctest: +SKIP
     >>> state.write_labels(np.array([0, -1, 2], dtype=np.int32))  # doctest: +SKIP
-    >>> KeywordState("work", state.run).labels()[1:]  # doctest: +SKIP
+    >>> state.labels()[1:]  # doctest: +SKIP
     memmap([-1,  2], dtype=int32)
     """
 
-    def __init__(self, work: WorkDir | str | os.PathLike[str], run: str | None = None) -> None:
-        from clusterclip.io.workdir import WorkDir
-
-        self.work = work if isinstance(work, WorkDir) else WorkDir(work)
+    def __init__(self, root: str | os.PathLike[str], run: str | None = None) -> None:
+        self.root = Path(root)
         self.run = uuid.uuid4().hex if run is None else str(run)
 
+    @classmethod
+    def of(cls, work: WorkDir, *, local: bool = False) -> KeywordState:
+        """A new description's state in ``work``'s ``.keyword-state``.
+
+        With ``local`` (every task runs in this process), a work directory this
+        process may not write to (a colleague's, a read-only mount) gets a
+        temporary folder instead, so describing it needs no write access.
+        """
+        root = work.path_of("keyword_state")
+        if local and not os.access(work.path, os.W_OK):
+            root = Path(tempfile.mkdtemp(prefix="clusterclip-keywords-"))
+        return cls(root)
+
     def __repr__(self) -> str:
-        return f"KeywordState({os.fspath(self.work.path)!r}, {self.run!r})"
+        return f"KeywordState({os.fspath(self.root)!r}, {self.run!r})"
 
     @property
     def folder(self) -> Path:
-        """``.keyword-state/RUN``."""
-        return self.work.path_of("keyword_state") / self.run
+        """``ROOT/RUN``."""
+        return self.root / self.run
 
     @property
     def labels_path(self) -> Path:
@@ -110,4 +123,4 @@ class KeywordState:
                 path.unlink(missing_ok=True)
             folder.rmdir()
         with contextlib.suppress(OSError):  # only when empty: another may be running
-            folder.parent.rmdir()
+            self.root.rmdir()
