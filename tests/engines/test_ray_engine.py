@@ -425,6 +425,34 @@ def test_cluster_keywords_on_ray_equal_local(local_clusters, monkeypatch):
     assert not (workdir / ".keyword-state").exists()  # the plan's and the tasks' files are gone
 
 
+def test_cluster_folders_on_ray_equal_local(local_clusters, tmp_path, monkeypatch):
+    """Read tasks write grouped parts and assembly tasks append them, on two actors with
+    one killed mid-run: every cluster_<k>/data_<j>.jsonl is the local engine's, byte for
+    byte, and the driver reads no text."""
+    import clusterclip.adapters.folders as folders
+    from clusterclip.adapters.folders import export_cluster_folders
+
+    workdir = local_clusters[0]
+    monkeypatch.setattr(folders, "FOLDER_TASK_DOCUMENTS", 500)  # 5 read tasks
+    monkeypatch.setattr(folders, "ASSEMBLE_DOCUMENTS", 300)  # several assembly tasks
+    local = export_cluster_folders(workdir, tmp_path / "local", shard_size=40)
+    marker = tmp_path / "killed"
+    _kill_a_worker(monkeypatch, folders, marker)
+    monkeypatch.setattr(folders, "shard_records", None)  # the driver reads no record
+    ray = export_cluster_folders(workdir, tmp_path / "ray", shard_size=40, engine="ray",
+                                 engine_options=RAY_OPTIONS)  # fmt: skip
+    assert marker.read_text().startswith("killed worker pid")
+    assert {**ray, "out": ""} == {**local, "out": ""} and local["files"] > local["clusters"]
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+                if p.is_file()}  # fmt: skip
+
+    ours, theirs = files(tmp_path / "ray"), files(tmp_path / "local")
+    assert ours == theirs and len(ours) == local["files"]
+    assert sum(b.count(b"\n") for b in ours.values()) == local["documents"]
+
+
 @pytest.mark.parametrize("layout", ["flat-tokens", "megatron"])
 def test_token_exports_on_ray_equal_local(layout, tmp_path, monkeypatch):
     """Read-and-tokenise tasks on two actors, each writing its part: the local engine's files."""

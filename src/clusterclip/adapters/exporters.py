@@ -300,11 +300,12 @@ class ClusterFolders(_IntoFolder):
     name = "cluster-folders"
     help = "the ClusterClip authors' layout: cluster_<k>/data_<j>.jsonl"
     options = ShardOptions
+    engines = ("local", "ray")
 
     def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.folders import export_cluster_folders
 
-        details = export_cluster_folders(path, out, shard_size=options.shard_size)
+        details = export_cluster_folders(path, out, shard_size=options.shard_size, **engine)
         return ExportSummary(self.name, os.fspath(out), details)
 
 
@@ -327,7 +328,7 @@ def formats_on(engine: str) -> list[str]:
     """The ``--format`` names whose per-document work runs on ``engine``, sorted.
 
     >>> formats_on("ray")
-    ['flat-tokens', 'megatron']
+    ['cluster-folders', 'flat-tokens', 'megatron']
     """
     return sorted(name for name, exporter in EXPORTERS.items() if engine in exporter.engines)
 
