@@ -177,7 +177,8 @@ def assign_files(
     total = blocks[-1][3] + blocks[-1][2] - blocks[-1][1] if blocks else 0
     labels = np.empty(total, dtype=np.int32)
     scores = np.empty(total, dtype=np.float32)
-    run = _Run(centroids, backend, engine, options, progress, tree, beam, None)
+    run = _Run(centroids, backend=backend, engine=engine, options=options, progress=progress,
+               tree=tree, beam=beam)  # fmt: skip
     for offset, (block_labels, block_scores) in run.blocks(blocks, total):
         labels[offset : offset + len(block_labels)] = block_labels
         scores[offset : offset + len(block_labels)] = block_scores
@@ -188,19 +189,13 @@ def assign_to_parts(
     workdir: str | os.PathLike[str],
     paths: Sequence[str | os.PathLike[str]],
     centroids: np.ndarray,
-    *,
-    backend: str,
-    block_rows: int,
-    engine: str = "local",
-    options: RayOptions | None = None,
-    progress: bool = False,
-    tree: Any = None,
-    beam: int = 1,
+    **settings: Any,
 ) -> list[tuple[int, int]]:
     """:func:`assign_files`, each task writing its rows' labels and scores into ``workdir``.
 
-    The parts (:meth:`~clusterclip.io.artifacts.ClustersArtifact.write_part`) are
-    what :func:`assign_files` would return, cut by task; the driver receives one
+    ``settings`` are :func:`assign_files`' keywords (``backend`` and ``block_rows``
+    required). The parts (:meth:`~clusterclip.io.artifacts.ClustersArtifact.write_part`)
+    are what :func:`assign_files` would return, cut by task; the driver receives one
     row count per task. Returns the blocks as ``(first_row, rows)``, in row order:
     what :meth:`~clusterclip.io.artifacts.ClustersArtifact.read_parts` takes.
 
@@ -209,16 +204,27 @@ def assign_to_parts(
     >>> blocks = assign_to_parts("work", parts, centroids, backend="numpy", block_rows=65536)  # doctest: +SKIP
     >>> labels, scores = ClustersArtifact("work").read_parts(blocks)  # doctest: +SKIP
     """
-    blocks = plan_blocks(paths, block_rows)
+    blocks = plan_blocks(paths, settings.pop("block_rows"))
     total = blocks[-1][3] + blocks[-1][2] - blocks[-1][1] if blocks else 0
-    run = _Run(centroids, backend, engine, options, progress, tree, beam, str(Path(workdir)))
+    run = _Run(centroids, workdir=str(Path(workdir)), **settings)
     return [(offset, rows) for offset, rows in run.blocks(blocks, total)]
 
 
 class _Run:
     """One assignment over planned blocks: the worker, the engine, the order and count checks."""
 
-    def __init__(self, centroids, backend, engine, options, progress, tree, beam, workdir):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        centroids: np.ndarray,
+        *,
+        backend: str,
+        engine: str = "local",
+        options: RayOptions | None = None,
+        progress: bool = False,
+        tree: Any = None,
+        beam: int = 1,
+        workdir: str | None = None,
+    ) -> None:
         if tree is None:
             worker: Any = functools.partial(AssignWorker, centroids, backend, workdir)
         else:
