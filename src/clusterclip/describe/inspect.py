@@ -14,7 +14,7 @@ from clusterclip.describe.reading import read_clusters, read_texts
 from clusterclip.engines import resolve_options, run_task
 from clusterclip.errors import hint, invalid
 from clusterclip.io import WorkDir
-from clusterclip.io.artifacts import KeywordState
+from clusterclip.io.artifacts import ClustersArtifact, KeywordState
 
 __all__ = ["KeywordPlanWorker", "document_texts", "inspect_clusters", "nearest_documents"]
 
@@ -134,6 +134,7 @@ def inspect_clusters(
     n_keywords = _check_count("n_keywords", n_keywords, f"Pass e.g. {hint('n_keywords', 10)}.")
     n_examples = _check_count("n_examples", n_examples, f"Pass e.g. {hint('n_examples', 3)}.")
     work = WorkDir(workdir)
+    ClustersArtifact(work).check_fresh()  # first: a missing or stale stage names its command
     n_clusters = work.n_clusters()
     if clusters is None:
         wanted = list(range(n_clusters))
