@@ -28,7 +28,6 @@ from clusterclip.embed.job import (
     encoder_spec,
     listed_counts,
     located_paths,
-    remove_own,
 )
 from clusterclip.embed.options import EmbedOptions
 from clusterclip.embed.static import ensure_static_model
@@ -36,6 +35,7 @@ from clusterclip.engines import map_shards
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, corpus_key
 from clusterclip.io.artifacts import EmbeddingsArtifact
+from clusterclip.io.files import remove_own
 from clusterclip.io.readplan import plan_reads
 
 __all__ = ["PartFingerprintWorker", "embed_added", "recorded_options"]

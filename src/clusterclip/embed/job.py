@@ -26,7 +26,6 @@ Memory holds one shard of texts per worker; the driver holds the plan.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -46,6 +45,7 @@ from clusterclip.embed.worker import ShardWorker
 from clusterclip.engines import map_shards, resolve_options
 from clusterclip.io import WorkDir, corpus_key, versions
 from clusterclip.io.artifacts import DocumentsArtifact, EmbeddingsArtifact
+from clusterclip.io.files import remove_own
 from clusterclip.io.input_cache import FingerprintWorker
 from clusterclip.io.readers import (
     DATASET_SOURCE,
@@ -118,16 +118,6 @@ def _clear(work: WorkDir) -> None:
     remove_own(work.path_of("embeddings"), "part-*.npy")
     for artifact in ("documents", "rejects", "tfidf"):
         work.path_of(artifact).unlink(missing_ok=True)
-
-
-def remove_own(folder: Path, pattern: str) -> None:
-    """Delete ``folder``'s files named ``pattern`` and their temp files, then ``folder`` if empty."""
-    if not folder.is_dir():
-        return
-    for path in [*folder.glob(pattern), *folder.glob(f".{pattern}.*.tmp")]:
-        path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # not empty: it holds someone else's files
-        folder.rmdir()
 
 
 # --------------------------------------------------------------------------- the job

@@ -19,6 +19,7 @@ __all__ = [
     "fingerprint_file",
     "human_bytes",
     "json_default",
+    "remove_own",
     "versions",
 ]
 
@@ -153,3 +154,19 @@ def versions(*packages: str) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             found[name] = "not installed"
     return found
+
+
+def remove_own(folder: Path, pattern: str) -> None:
+    """Delete ``folder``'s files named ``pattern`` and their temp files, then ``folder`` if empty.
+
+    The temp files are :func:`atomic_path`'s (``.NAME.XXXX.tmp``), left by a write
+    that was interrupted.
+
+    >>> remove_own(Path("no-such-folder"), "part-*.npy")
+    """
+    if not folder.is_dir():
+        return
+    for path in [*folder.glob(pattern), *folder.glob(f".{pattern}.*.tmp")]:
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: it holds someone else's files
+        folder.rmdir()

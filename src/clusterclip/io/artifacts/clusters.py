@@ -12,7 +12,7 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError, require_extra
 from clusterclip.io.artifacts.base import Artifact, Column, arrow_schema, read_in_index_order
-from clusterclip.io.files import atomic_path
+from clusterclip.io.files import atomic_path, remove_own
 
 __all__ = [
     "CLUSTER_COLUMNS",
@@ -151,13 +151,7 @@ class ClustersArtifact(Artifact):
 
     def clear_parts(self) -> None:
         """Delete the assignment parts (and their temp files), then the folder if empty."""
-        folder = self.parts_folder
-        if not folder.is_dir():
-            return
-        for path in folder.glob("*assigned-*"):  # temp files start with a dot
-            path.unlink(missing_ok=True)
-        if not any(folder.iterdir()):
-            folder.rmdir()
+        remove_own(self.parts_folder, "assigned-*.npz")
 
     def _columns(self, *columns: str) -> np.ndarray:
         """``columns`` in index order, one per column of the result (one column: 1-D)."""
@@ -167,12 +161,13 @@ class ClustersArtifact(Artifact):
                 f"{self.path} not found. Run `clusterclip cluster --workdir {self.work.path} "
                 "--n-clusters K` (or `clusterclip run`) first."
             )
-        return self._read(*columns)
-
-    def _read(self, *columns: str) -> np.ndarray:
-        table = read_in_index_order(self.path, columns, fix="Rerun `clusterclip cluster`.")
-        arrays = [table.column(c).to_numpy() for c in columns]
+        arrays = self._read(*columns)
         return arrays[0] if len(arrays) == 1 else np.stack(arrays, axis=1)
+
+    def _read(self, *columns: str) -> list[np.ndarray]:
+        """``columns`` in index order, as read from the file (one read of it)."""
+        table = read_in_index_order(self.path, columns, fix="Rerun `clusterclip cluster`.")
+        return [table.column(c).to_numpy() for c in columns]
 
     def read_written(self, fingerprint: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Labels, scores and levels (or None) of the file the manifest recorded as ``fingerprint``.
@@ -187,14 +182,13 @@ class ClustersArtifact(Artifact):
                 f"{self.path} is missing or changed since the cluster stage wrote it; rerun "
                 f"`clusterclip cluster --workdir {self.work.path} --overwrite`."
             )
-        labels = self._read("cluster").astype(np.int32, copy=False)
-        scores = self._read("score").astype(np.float32, copy=False)
         names = self.level_names()
-        levels = None
-        if names:
-            levels = self._read(*names).astype(np.int32).reshape(-1, len(names))
-            levels = np.ascontiguousarray(levels)
-        return labels, scores, levels
+        labels, scores, *levels = self._read("cluster", "score", *names)
+        return (
+            labels.astype(np.int32, copy=False),
+            scores.astype(np.float32, copy=False),
+            np.stack(levels, axis=1).astype(np.int32) if levels else None,
+        )
 
     def labels(self) -> np.ndarray:
         """int32 ``(N,)``: cluster of every document in index order (-1 = excluded)."""
