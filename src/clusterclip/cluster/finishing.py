@@ -100,8 +100,8 @@ class FinishWorker:
     Pass ``functools.partial(FinishWorker, workdir)`` as the worker of
     :func:`clusterclip.engines.run_task` and a :class:`Finish` as its payload.
     Returns (when called) a dict: ``outputs`` (the written files' fingerprints),
-    ``summary`` (:func:`cluster_summary`, plus ``non_empty`` per level for a
-    tree), ``small`` (the dissolved clusters' record), ``stability`` (the
+    ``summary`` (:func:`cluster_summary`), ``non_empty`` (the non-empty clusters of
+    each level above the leaves, or None for flat k-means), ``small`` (the dissolved clusters' record), ``stability`` (the
     comparison's record, or None), ``centroids`` (the kept leaves) and ``tree``
     (the pruned tree, or None).
 
@@ -144,13 +144,12 @@ class FinishWorker:
         levels = None if tree is None else tree.ancestors(labels)
         outputs = write_outputs(work, labels, scores, centroids, levels=levels, tree=tree)
         clusters.clear_parts()
-        summary = cluster_summary(labels, scores, len(centroids))
+        non_empty = None
         if levels is not None:
             kept = levels[:, 0] >= 0 if levels.shape[1] else np.zeros(0, dtype=bool)
-            summary["non_empty"] = [
-                int(len(distinct(levels[kept, level]))) for level in range(levels.shape[1])
-            ]
-        return {"outputs": outputs, "summary": summary, "small": small, "stability": stability,
+            non_empty = [int(len(distinct(levels[kept, lv]))) for lv in range(levels.shape[1])]
+        return {"outputs": outputs, "summary": cluster_summary(labels, scores, len(centroids)),
+                "non_empty": non_empty, "small": small, "stability": stability,
                 "centroids": centroids, "tree": tree}  # fmt: skip
 
 

@@ -271,7 +271,6 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     finished = _assign(work, embeddings, model, options, stage, fitted_on["stability"])
     assigned = time.perf_counter()
     summary, small, stability = finished["summary"], finished["small"], finished["stability"]
-    non_empty = summary.pop("non_empty", None)
     summary.update(_fit_summary(options, model, small, stability, fitted_on["threads"]))
     summary["seconds"] = {
         "fit": round(fitted - started, 3),
@@ -281,7 +280,7 @@ def _run_cluster(work: WorkDir, options: ClusterOptions, stage: ClusterStage) ->
     }
     tree = finished["tree"]
     if tree is not None:
-        summary["levels"] = _levels_summary(options, model, tree, non_empty)
+        summary["levels"] = _levels_summary(options, model, tree, finished["non_empty"])
     record: dict[str, Any] = {
         "engine": stage.engine,
         "fit_stats": model.stats_ if tree is None else model.level_stats_,
