@@ -18,6 +18,7 @@ are left out. A full run takes about ten minutes on two shared cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -106,6 +107,17 @@ def cases(versions: list[int]):
                 yield f"K={k} sparse={sparse} v{version} tokens", (labels, version, kwargs)
 
 
+def stats_hash(stats) -> str:
+    """Hash of a schedule's statistics: every field, arrays by their little-endian bytes."""
+    digest = hashlib.sha256()
+    for field in dataclasses.fields(stats):
+        value = getattr(stats, field.name)
+        if isinstance(value, np.ndarray):
+            value = value.astype("<i8").tobytes()
+        digest.update(f"{field.name}={value!r};".encode())
+    return digest.hexdigest()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the hashes here (JSON)")
@@ -121,7 +133,8 @@ def main() -> None:
             warnings.simplefilter("ignore", UserWarning)
             schedule = build_schedule(labels, schedule_version=version, **kwargs)
         hashes[name] = hashlib.sha256(schedule.indices.astype("<i8").tobytes()).hexdigest()
-        print(f"{hashes[name][:16]}  {name}", flush=True)
+        hashes[f"{name} stats"] = stats_hash(schedule.stats)
+        print(f"{hashes[name][:16]}  {hashes[name + ' stats'][:16]}  {name}", flush=True)
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(hashes, handle, indent=1, sort_keys=True)

@@ -110,23 +110,36 @@ class SlabOrder:
 
     def slab(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Group and draw number of every position of slab ``i``, in order (int64)."""
+        groups, draws, _ = self.slab_with_lasts(i)
+        return groups, draws
+
+    def slab_with_lasts(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`slab`, and the ascending offsets of the positions that take their group's last draw.
+
+        The last draws are found in cluster-major order (one per cluster that
+        ends in the slab) and located in the sorted keys, so no per-position
+        gather of the plan is needed.
+        """
         low = self.below(i / self.n_slabs)
         span = self.below((i + 1) / self.n_slabs)
-        span -= low
+        ends = span  # below((i + 1) / S), per appearing cluster
+        span = ends - low
         which = np.flatnonzero(span)
-        span, low = span[which], low[which]
+        span, low, ends = span[which], low[which], ends[which]
         n = int(span.sum())
         self._starts.setdefault(i + 1, self.slab_start(i) + n)
         owner = np.repeat(np.arange(which.size, dtype=np.int64), span)  # cluster-major
+        first = np.cumsum(span) - span
         draws = np.arange(n, dtype=np.int64)
-        draws += np.take(low - (np.cumsum(span) - span), owner)
+        draws += np.take(low - first, owner)
         # tau = (j + phi_k) / n_k, the very expression of the definition; on the grid.
         tau = draws + np.take(self.phi[which], owner)
         tau /= np.take(self.n[which], owner)
         tau *= float(2**TIME_BITS)
         time = tau.astype(np.int64)
         time -= (i * 2**TIME_BITS) // self.n_slabs
-        order = _by_time(time, n)
+        lasts = first[ends == self.n[which]] + span[ends == self.n[which]] - 1  # cluster-major
+        order, lasts = _by_time(time, n, lasts)
         groups = self.clusters[which]
         shift = max(int((low + span).max(initial=1)), 1).bit_length()  # of every draw number
         if (int(groups.max(initial=0)) >> (62 - shift)) == 0:  # one gather of both, packed
@@ -136,8 +149,8 @@ class SlabOrder:
             both = np.take(both, order)
             draws = both & ((1 << shift) - 1)
             both >>= shift
-            return both, draws
-        return np.take(groups, np.take(owner, order)), np.take(draws, order)
+            return both, draws, lasts
+        return np.take(groups, np.take(owner, order)), np.take(draws, order), lasts
 
     def counts_before(self, position: int) -> np.ndarray:
         """Draws of every group (length G) among the first ``position`` positions."""
@@ -153,22 +166,29 @@ class SlabOrder:
         return counts
 
 
-def _by_time(time: np.ndarray, n: int) -> np.ndarray:
-    """Stable order of ``time`` (non-negative int64): positions by ``(time, position)``.
+def _by_time(time: np.ndarray, n: int, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable order of ``time`` (non-negative int64), and where ``entries`` land in it.
 
-    One ``np.sort`` of ``time << b | position`` when both fit in 63 bits (always,
-    for slabs of fewer than 2**23 positions), else a lexsort.
+    Returns the positions by ``(time, position)`` and the ascending ranks in that
+    order of the positions ``entries``. One ``np.sort`` of ``time << b | position``
+    when both fit in 63 bits (always, for slabs of fewer than 2**23 positions),
+    where each entry's rank is a binary search of its own key; else a lexsort.
     """
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     width = max(n - 1, 1).bit_length()
     if int(time.max()).bit_length() + width > 63:
-        return np.lexsort((np.arange(n), time))
+        order = np.lexsort((np.arange(n), time))
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        return order, np.sort(rank[entries])
     time <<= width
     time |= np.arange(n, dtype=np.int64)
+    keys = np.sort(time[entries])
     time.sort()
+    ranks = np.searchsorted(time, keys)
     time &= (1 << width) - 1
-    return time
+    return time, ranks
 
 
 class SlabSource:
@@ -179,13 +199,16 @@ class SlabSource:
         self.order = SlabOrder(plan, planned_phases(prep.config.seed, len(prep.weights)))
         self.slab = -1
         self.slab_start = 0
-        self.groups = self.draws = np.zeros(0, dtype=np.int64)
+        self.groups = self.draws = self.clips = np.zeros(0, dtype=np.int64)
+        self.clipped = plan == prep.caps  # plan <= caps: these groups end clipped
         self.start = 0
 
     def _load(self, i: int) -> None:
         self.slab = i
         self.slab_start = self.order.slab_start(i)
-        self.groups, self.draws = self.order.slab(i)
+        self.groups, self.draws, lasts = self.order.slab_with_lasts(i)
+        # A group is clipped at its last planned draw when the plan takes its cap.
+        self.clips = lasts[np.take(self.clipped, np.take(self.groups, lasts))]
 
     def seek(self, start: int, end: int | None) -> int:
         start = min(start, self.order.total)
@@ -207,8 +230,8 @@ class SlabSource:
         if limit is not None:
             stop = min(stop, limit - self.slab_start)
         groups, draws = self.groups[at:stop], self.draws[at:stop]
-        clips = np.flatnonzero(draws == self.prep.caps[groups] - 1)
-        return self.prep.groups.lookup(groups, draws), groups, clips
+        clips = self.clips[np.searchsorted(self.clips, at) : np.searchsorted(self.clips, stop)]
+        return self.prep.groups.lookup(groups, draws), groups, clips - at
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions."""
