@@ -79,6 +79,29 @@ def test_flat_tokens_are_the_schedule_in_order(made, flat, expected):
     assert not list(out.glob(".*"))  # the tokenize cache is gone
 
 
+def test_flat_tokens_copied_by_many_small_tasks_are_the_same_tokens(
+    made, tokenizer_dir, expected, tmp_path, monkeypatch
+):
+    """Copy tasks of 37 positions gathering 5 at a time: each writes its own byte range,
+    and together they give every position's tokens in order, nothing between them."""
+    from clusterclip.adapters import flat as module
+
+    monkeypatch.setattr(module, "COPY_TASK_POSITIONS", 37)
+    monkeypatch.setattr(module, "_COPY_BLOCK", 5)
+    out = tmp_path / "flat"
+    module.export_flat_tokens(made["workdir"], out, tokenizer=str(tokenizer_dir),
+                              eos_token="[SEP]")  # fmt: skip
+    assert len(made["indices"]) > 5 * 37  # several tasks, each of several blocks
+    tokens = np.fromfile(out / "tokens.bin", dtype=np.uint16)
+    np.testing.assert_array_equal(tokens, np.concatenate(expected))
+    assert sorted(p.name for p in out.iterdir()) == [
+        "document_ids.npy",
+        "offsets.npy",
+        "tokens.bin",
+        "tokens.json",
+    ]
+
+
 def test_flat_tokens_windows_random_and_sequential_resume(flat):
     from clusterclip.adapters.flat import FlatTokens
 

@@ -455,7 +455,10 @@ def test_cluster_folders_on_ray_equal_local(local_clusters, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("layout", ["flat-tokens", "megatron"])
 def test_token_exports_on_ray_equal_local(layout, tmp_path, monkeypatch):
-    """Read-and-tokenise tasks on two actors, each writing its part: the local engine's files."""
+    """Read-and-tokenise tasks on two actors, each writing its part, then (flat-tokens) copy
+    tasks writing their byte ranges of tokens.bin: the local engine's files. The driver copies
+    no token: its reader of the token cache raises."""
+    import clusterclip.adapters.flat
     import clusterclip.adapters.tokenizing
     from clusterclip.adapters.exporters import EXPORTERS
     from clusterclip.adapters.options import TokenOptions
@@ -469,6 +472,12 @@ def test_token_exports_on_ray_equal_local(layout, tmp_path, monkeypatch):
     options = TokenOptions(tokenizer=str(tokenizer), eos_token="[SEP]")
     EXPORTERS[layout].export(work, tmp_path / "local", options)
     monkeypatch.setattr(clusterclip.adapters.tokenizing, "TOKENIZE_TASK_DOCUMENTS", 50)
+    monkeypatch.setattr(clusterclip.adapters.flat, "COPY_TASK_POSITIONS", 60)  # several
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read the token cache")
+
+    monkeypatch.setattr(clusterclip.adapters.flat, "_memmap", refused)  # the workers have theirs
     summary = EXPORTERS[layout].export(
         work, tmp_path / "ray", options, engine="ray", engine_options=RAY_OPTIONS
     )

@@ -19,11 +19,21 @@
 
 The export goes into a new or empty folder that appears whole or not at all
 (:mod:`clusterclip.adapters.output`). It never holds the schedule or the tokens
-in memory: each distinct scheduled document is tokenized once into a temporary cache in the output
-directory (:func:`clusterclip.adapters.tokens.tokenize_scheduled`), then the
-schedule is streamed in blocks and each position's tokens are copied from the
-cache. Memory is ``O(N)`` for the per-document offsets; disk is the cache
-(distinct documents) until the export ends, plus the result.
+in memory, and it runs as tasks of the engine (the local engine runs the same
+tasks in-process, so the files are the same bytes on every engine):
+
+1. each distinct scheduled document is tokenized once into a temporary cache in the
+   output directory (:func:`clusterclip.adapters.tokens.tokenize_scheduled`, read tasks);
+2. the driver streams the schedule in blocks and writes the index: ``offsets.npy``
+   and ``document_ids.npy`` (16 bytes per position);
+3. copy tasks (:class:`CopyWorker`), one per run of :data:`COPY_TASK_POSITIONS`
+   positions, each copy their positions' tokens from the cache to their own byte
+   range of ``tokens.bin`` (``os.pwrite``, so a retried task rewrites the same bytes).
+
+The driver copies no token. Memory is ``O(N)`` for the per-document spans; disk is
+the cache (distinct documents) until the export ends, plus the result. On Ray,
+every worker must see the output folder's parent and the work directory at the
+same paths.
 
 :class:`FlatTokens` reads the directory back (memory-mapped) and gives
 documents by position and fixed-length windows from any token offset, which is
@@ -32,6 +42,7 @@ how a trainer resumes: ``start = windows_consumed * length``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -48,14 +59,21 @@ from clusterclip.adapters.tokens import (
     token_dtype,
     tokenize_scheduled,
 )
+from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import ClusterClipError, invalid
 from clusterclip.io import WorkDir, atomic_path, atomic_write_json, fingerprint_file, human_bytes
+from clusterclip.io.artifacts.schedule import npy_path
 from clusterclip.progress import progress_bar
 
-__all__ = ["FlatTokens", "export_flat_tokens"]
+__all__ = ["COPY_TASK_POSITIONS", "CopyWorker", "FlatTokens", "export_flat_tokens"]
 
 TOKENS, OFFSETS, DOCUMENT_IDS, META = "tokens.bin", "offsets.npy", "document_ids.npy", "tokens.json"
 _CACHE = ".tokens-cache.bin"
+_SPANS = ".tokens-spans.npy"
+#: Schedule positions one copy task writes (a speed knob only: the bytes do not depend on it).
+COPY_TASK_POSITIONS = 2**18
+#: Positions a copy task gathers at once (bounds its memory; a speed knob only).
+_COPY_BLOCK = 2**13
 
 
 def export_flat_tokens(
@@ -89,8 +107,9 @@ def export_flat_tokens(
         False: no separator token (``offsets.npy`` still marks the documents).
     engine : {"local", "ray"}
         Where the documents are read and tokenised (read tasks, each writing its
-        own part; :func:`clusterclip.adapters.tokens.tokenize_scheduled`). The
-        files are the same on every engine.
+        own part; :func:`clusterclip.adapters.tokens.tokenize_scheduled`) and
+        where their tokens are copied into ``tokens.bin`` (:class:`CopyWorker`).
+        The files are the same on every engine.
     engine_options : mapping, optional
         Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
@@ -113,7 +132,7 @@ def export_flat_tokens(
     indices = schedule.indices
     with export_folder(out) as folder:
         tasks = {"engine": engine, "engine_options": engine_options}
-        spans, total = _write_tokens(work, loaded, indices, folder, dtype, tasks)
+        spans, total = _write_tokens(work, loaded, schedule, folder, dtype, tasks)
         summary = {
             "n_positions": int(indices.shape[0]),
             "n_tokens": total,
@@ -143,20 +162,23 @@ def export_flat_tokens(
 
 
 def _write_tokens(
-    work: WorkDir, loaded: Any, indices: np.ndarray, out: Path, dtype: np.dtype,
+    work: WorkDir, loaded: Any, schedule: Any, out: Path, dtype: np.dtype,
     tasks: Mapping[str, Any],
 ) -> tuple[np.ndarray, int]:  # fmt: skip
     """Tokenize the scheduled documents into a cache, then write the three arrays into ``out``."""
+    indices = schedule.indices
+    out = out.resolve()  # the tasks may run in another folder
     cache = out / _CACHE
+    spans_path = out / _SPANS
     try:
         spans = tokenize_scheduled(work, loaded, cache, dtype=dtype, **tasks)
+        np.save(spans_path, spans)
         total = sum(int((spans[b, 1] - spans[b, 0]).sum()) for b in iter_schedule_blocks(indices))
-        cached = _memmap(cache, dtype)
         n_positions = int(indices.shape[0])
         distinct = int((spans[:, 0] >= 0).sum())
         print(  # the cost up front: a flat array stores a repeated document again
             f"export flat-tokens: {n_positions:,} positions; writing {total:,} tokens, about "
-            f"{human_bytes(total * dtype.itemsize)} ({human_bytes(int(cached.size) * dtype.itemsize)} for "
+            f"{human_bytes(total * dtype.itemsize)} ({human_bytes(cache.stat().st_size)} for "
             f"the {distinct:,} distinct documents; repeated documents are stored again)",
             file=sys.stderr,
             flush=True,
@@ -169,29 +191,92 @@ def _write_tokens(
             offsets = np.lib.format.open_memmap(offsets_tmp, "w+", np.int64, (n_positions + 1,))
             ids = np.lib.format.open_memmap(ids_tmp, "w+", np.int64, (n_positions,))
             offsets[0] = 0
-            written = 0
+            written, first = 0, 0
+            for block in iter_schedule_blocks(indices):
+                lengths = spans[block, 1] - spans[block, 0]
+                ids[first : first + block.size] = block
+                offsets[first + 1 : first + 1 + block.size] = written + np.cumsum(lengths)
+                written += int(lengths.sum())
+                first += block.size
+            with open(tokens_tmp, "wb") as handle:
+                handle.truncate(total * dtype.itemsize)  # the copy tasks fill their ranges
+            copies = _copy_tasks(offsets)
+            copy = functools.partial(
+                CopyWorker, str(npy_path(schedule.path).resolve()), str(spans_path), str(cache),
+                str(Path(tokens_tmp).resolve()), dtype.str,
+            )  # fmt: skip
+            options = resolve_options(tasks["engine"], tasks["engine_options"])
             desc = f"flat tokens ({human_bytes(total * dtype.itemsize)})"
-            with (
-                open(tokens_tmp, "wb", buffering=1 << 20) as handle,
-                progress_bar(total=total, desc=desc, unit="tok") as bar,
-            ):
-                first = 0
-                for block in iter_schedule_blocks(indices):
-                    lengths = spans[block, 1] - spans[block, 0]
-                    for begin, stop in spans[block]:
-                        handle.write(cached[begin:stop].tobytes())
-                    ids[first : first + block.size] = block
-                    offsets[first + 1 : first + 1 + block.size] = written + np.cumsum(lengths)
-                    written += int(lengths.sum())
-                    first += block.size
-                    bar.update(int(lengths.sum()))
+            with progress_bar(total=total, desc=desc, unit="tok") as bar:
+                for _, copied in map_shards(copies, copy, engine=tasks["engine"], options=options):
+                    bar.update(copied)
             offsets.flush()
             ids.flush()
             del offsets, ids
-        del cached
     finally:
         cache.unlink(missing_ok=True)
+        spans_path.unlink(missing_ok=True)
     return spans, total
+
+
+def _copy_tasks(offsets: np.ndarray) -> Iterator[tuple[int, tuple[int, int, int]]]:
+    """``(task, (first, stop, token offset))`` for runs of :data:`COPY_TASK_POSITIONS` positions.
+
+    >>> list(_copy_tasks(np.array([0, 3, 5])))  # 2 positions: one task
+    [(0, (0, 2, 0))]
+    """
+    n_positions, step = offsets.size - 1, COPY_TASK_POSITIONS
+    for n, first in enumerate(range(0, n_positions, step)):
+        yield n, (first, min(first + step, n_positions), int(offsets[first]))
+
+
+class CopyWorker:
+    """Copies the cached tokens of a run of schedule positions into ``tokens.bin`` (an engine task).
+
+    Pass ``functools.partial(CopyWorker, schedule, spans, cache, target, dtype)``
+    (the paths of ``schedule.npy``, of the documents' ``(N, 2)`` token spans in
+    the cache, of the cache and of the pre-sized target file, and the token
+    dtype's string) to :func:`clusterclip.engines.map_shards`. Each payload is
+    ``(first, stop, offset)``: positions ``first .. stop - 1``, whose tokens start
+    at token ``offset`` of the target. Returns the tokens written. The target is
+    written with ``os.pwrite`` at fixed offsets: a retried task rewrites the
+    same bytes, and tasks never overlap.
+    """
+
+    def __init__(self, schedule: str, spans: str, cache: str, target: str, dtype: str) -> None:
+        self.dtype = np.dtype(dtype)
+        self.indices = np.load(schedule, mmap_mode="r")
+        self.spans = np.load(spans, mmap_mode="r")
+        self.cache = _memmap(Path(cache), self.dtype)
+        self.target = target
+
+    def __call__(self, task: tuple[int, int, int]) -> int:
+        first, stop, offset = task
+        written = 0
+        handle = os.open(self.target, os.O_WRONLY)
+        try:
+            for low in range(first, stop, _COPY_BLOCK):
+                documents = np.asarray(self.indices[low : min(low + _COPY_BLOCK, stop)])
+                spans = np.take(self.spans, documents, axis=0)
+                lengths = spans[:, 1] - spans[:, 0]
+                n = int(lengths.sum())
+                # token i of the block: cache[begin of its position + rank in it]
+                where = np.repeat(spans[:, 0] - (np.cumsum(lengths) - lengths), lengths)
+                where += np.arange(n, dtype=np.int64)
+                _write_at(handle, np.take(self.cache, where).tobytes(), offset + written,
+                          self.dtype.itemsize)  # fmt: skip
+                written += n
+        finally:
+            os.close(handle)
+        return written
+
+
+def _write_at(handle: int, data: bytes, token: int, itemsize: int) -> None:
+    """Write all of ``data`` at token offset ``token`` (``os.pwrite`` may write a part)."""
+    view, at = memoryview(data), token * itemsize
+    while view:
+        done = os.pwrite(handle, view, at)
+        view, at = view[done:], at + done
 
 
 def _memmap(path: Path, dtype: np.dtype) -> np.ndarray:
