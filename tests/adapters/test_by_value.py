@@ -63,27 +63,29 @@ def test_an_export_folder_is_new_or_empty_and_appears_whole(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("module", "function", "line"),
+    ("module", "function", "options", "line"),
     [
-        (
+        (  # writing MDS needs no extra; its codecs are streaming's
             "streaming",
             "clusterclip.adapters.mds:export_mds",
+            {"compression": "zstd"},
             "pip install 'clusterclip[streaming]'",
         ),
         (
             "litdata",
             "clusterclip.adapters.litdata_export:export_litdata",
+            {},
             "pip install 'clusterclip[litdata]'",
         ),
     ],
 )
-def test_a_missing_library_names_the_pip_line(made, tmp_path, module, function, line):
+def test_a_missing_library_names_the_pip_line(made, tmp_path, module, function, options, line):
     if importlib.util.find_spec(module) is not None:
         pytest.skip(f"{module} is installed here")
     module_name, name = function.split(":")
     export = getattr(importlib.import_module(module_name), name)
     with pytest.raises(MissingDependencyError, match=line.replace("[", r"\[").replace("]", r"\]")):
-        export(made["workdir"], tmp_path / "out")
+        export(made["workdir"], tmp_path / "out", **options)
     assert not (tmp_path / "out").exists()
 
 

@@ -118,6 +118,43 @@ def check_global_order(n_samples: int, batches: list[list[list[int]]], *, start:
             raise SystemExit(f"global step {step}: {union} is not the schedule chunk {chunk}")
 
 
+def check_writer_bytes(root: Path, workdir: Path, indices, texts: list[str]) -> None:
+    """Our shards and index against ``MDSWriter``'s, for several limits, a codec, both engines'
+    task cuts: a limit of 1 byte puts each sample in a shard of its own after an empty one."""
+    from streaming import MDSWriter
+
+    from clusterclip.adapters import mds_shards
+    from clusterclip.adapters.mds import MDS_COLUMNS, export_mds
+
+    settings = [
+        {"size_limit": 1 << 12},
+        {},
+        {"size_limit": 1 << 13, "compression": "zstd"},
+        {"size_limit": 1},
+    ]
+    for number, setting in enumerate(settings):
+        theirs, ours = root / f"writer-{number}", root / f"ours-{number}"
+        with MDSWriter(out=str(theirs), columns=MDS_COLUMNS, **setting) as writer:
+            for j, (document, text) in enumerate(zip(indices, texts, strict=True)):
+                writer.write({"text": text, "index": int(document), "position": j})
+        task_bytes = mds_shards.SHARD_TASK_BYTES
+        mds_shards.SHARD_TASK_BYTES = 5000  # several shard tasks
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                export_mds(workdir, ours, **setting)
+        finally:
+            mds_shards.SHARD_TASK_BYTES = task_bytes
+        names = sorted(p.name for p in theirs.iterdir())
+        if sorted(p.name for p in ours.iterdir()) != sorted([*names, "clusterclip.json"]):
+            raise SystemExit(f"{setting}: files {sorted(p.name for p in ours.iterdir())}, "
+                             f"MDSWriter wrote {names}")  # fmt: skip
+        for name in names:
+            if (ours / name).read_bytes() != (theirs / name).read_bytes():
+                raise SystemExit(f"{setting}: {name} differs from MDSWriter's")
+        if setting and len(names) < 4:  # the default limit holds it all in one shard
+            raise SystemExit(f"{setting}: want several shards, got {names}")
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "rank":
         rank_main(Path(argv[1]), argv[2], Path(argv[3]))
@@ -140,10 +177,14 @@ def main(argv: list[str]) -> int:
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
         summary = export_mds(made["workdir"], root / "mds", size_limit=1 << 12)
-    if "x the corpus" not in stderr.getvalue() or summary["samples"] != n_samples:
-        raise SystemExit(f"export said {stderr.getvalue()!r}, returned {summary}")
-    if summary["shards"] < 3:
-        raise SystemExit(f"want several shards for the test, got {summary}")
+    said = stderr.getvalue()
+    if "repeated documents are stored again" not in said or summary["samples"] != n_samples:
+        raise SystemExit(f"export said {said!r}, returned {summary}")
+    if summary["shards"] < 3 or f"writing {summary['shards']} shards" not in said:
+        raise SystemExit(f"want several shards for the test, got {summary}; said {said!r}")
+
+    # 0. the files are MDSWriter's own for the same samples, byte for byte
+    check_writer_bytes(root, made["workdir"], indices, texts)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = cli(
             [

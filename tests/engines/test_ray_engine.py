@@ -453,6 +453,40 @@ def test_cluster_folders_on_ray_equal_local(local_clusters, tmp_path, monkeypatc
     assert sum(b.count(b"\n") for b in ours.values()) == local["documents"]
 
 
+def test_mds_on_ray_equals_local(tmp_path, monkeypatch):
+    """Text tasks and shard tasks on two actors, one killed during the shard tasks: every
+    shard and index.json are the local engine's, byte for byte, and the driver reads no text
+    (its record store and its shard encoder raise)."""
+    import clusterclip.adapters.mds as mds
+    import clusterclip.adapters.mds_shards
+    import clusterclip.adapters.tokenizing
+    from tests.product_support import make_workdir
+
+    made = make_workdir(tmp_path / "made", step=150, max_repeats=2, epochs=1.6)
+    local = mds.export_mds(made["workdir"], tmp_path / "local", size_limit=1 << 12)
+    monkeypatch.setattr(clusterclip.adapters.tokenizing, "TOKENIZE_TASK_DOCUMENTS", 50)
+    monkeypatch.setattr(clusterclip.adapters.mds_shards, "SHARD_TASK_BYTES", 5000)
+    marker = tmp_path / "killed"
+    _kill_a_worker(monkeypatch, mds, marker)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read a text")
+
+    monkeypatch.setattr(clusterclip.io.WorkDir, "record_store", refused)
+    monkeypatch.setattr(clusterclip.adapters.mds_shards.ShardWorker, "_shard", refused)
+    ray = mds.export_mds(made["workdir"], tmp_path / "ray", size_limit=1 << 12, engine="ray",
+                         engine_options=RAY_OPTIONS)  # fmt: skip
+    assert marker.read_text().startswith("killed worker pid")
+    assert {**ray, "out": ""} == {**local, "out": ""} and local["shards"] > 4
+    ours, theirs = _layout(tmp_path / "ray"), _layout(tmp_path / "local")
+    assert ours == theirs and "index.json" in ours
+    for name in theirs:
+        if name != "clusterclip.json":  # names its own folder
+            assert (tmp_path / "ray" / name).read_bytes() == (
+                tmp_path / "local" / name
+            ).read_bytes()
+
+
 @pytest.mark.parametrize("layout", ["flat-tokens", "megatron"])
 def test_token_exports_on_ray_equal_local(layout, tmp_path, monkeypatch):
     """Read-and-tokenise tasks on two actors, each writing its part, then (flat-tokens) copy

@@ -35,7 +35,7 @@ from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, atomic_write_json, fingerprint_file, human_bytes
 from clusterclip.io.readers import DEFAULT_TEXT_FIELDS
 
-__all__ = ["ScheduledTexts", "open_scheduled_texts"]
+__all__ = ["ScheduledTexts", "open_scheduled_texts", "write_sidecar"]
 
 _BLOCK = 1 << 14
 #: Written into every export folder: what was exported, from which schedule.
@@ -124,16 +124,23 @@ class ScheduledTexts:
 
     def sidecar(self, out: Path, fields: dict[str, Any]) -> None:
         """Record what was exported next to it: format, length, schedule fingerprint."""
-        atomic_write_json(
-            out / SIDECAR,
-            {
-                **fields,
-                "n_samples": len(self),
-                "columns": {"text": "str", "index": "int64", "position": "int64"},
-                "schedule": fingerprint_file(self.schedule_path),
-                "workdir": str(self.work.path),
-            },
-        )
+        write_sidecar(out, fields, self.work, len(self), self.schedule_path)
+
+
+def write_sidecar(
+    out: Path, fields: dict[str, Any], work: WorkDir, n_samples: int, schedule_path: Path
+) -> None:
+    """Write ``clusterclip.json`` into ``out``: ``fields``, the length, columns and schedule."""
+    atomic_write_json(
+        out / SIDECAR,
+        {
+            **fields,
+            "n_samples": n_samples,
+            "columns": {"text": "str", "index": "int64", "position": "int64"},
+            "schedule": fingerprint_file(schedule_path),
+            "workdir": str(work.path),
+        },
+    )
 
 
 def open_scheduled_texts(workdir: str | os.PathLike[str]) -> ScheduledTexts:

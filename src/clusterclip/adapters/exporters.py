@@ -271,11 +271,12 @@ class SampleIndex(_IntoFolder):
 class Mds(_IntoFolder):
     name = "mds"
     help = "a MosaicML streaming dataset in schedule order"
+    engines = ("local", "ray")
 
     def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.mds import export_mds
 
-        return ExportSummary(self.name, os.fspath(out), export_mds(path, out))
+        return ExportSummary(self.name, os.fspath(out), export_mds(path, out, **engine))
 
 
 class LitData(_IntoFolder):
@@ -328,7 +329,7 @@ def formats_on(engine: str) -> list[str]:
     """The ``--format`` names whose per-document work runs on ``engine``, sorted.
 
     >>> formats_on("ray")
-    ['cluster-folders', 'flat-tokens', 'megatron']
+    ['cluster-folders', 'flat-tokens', 'mds', 'megatron']
     """
     return sorted(name for name, exporter in EXPORTERS.items() if engine in exporter.engines)
 

@@ -31,23 +31,62 @@ number of physical nodes, and 64x that for the ``py1s``/``py2s`` shuffles),
 breaks the order. When ``T`` is not a multiple of ``W``, streaming repeats a
 few samples so every rank gets the same count; make the budget a multiple of
 ``W * B`` to have no partial or padded last batch.
+
+How it is written
+-----------------
+In two rounds of engine tasks (the local engine runs the same tasks in-process,
+so the files are the same bytes on every engine):
+
+1. read tasks, cut as the embed stage cuts the corpus, write each scheduled
+   document's text once, as UTF-8, into a part of a temporary text cache
+   (:class:`clusterclip.adapters.tokenizing.TextWorker`); the driver joins the
+   parts and keeps each document's byte span (16 bytes per document);
+2. the driver computes where ``MDSWriter`` would cut the shards from the samples'
+   sizes alone (:class:`clusterclip.adapters.mds_shards.ShardCuts`), and shard tasks
+   (:class:`clusterclip.adapters.mds_shards.ShardWorker`) write whole shards, in
+   ``MDSWriter``'s bytes; the driver writes ``index.json`` from their entries.
+
+The driver reads no text. Writing needs no extra package; a ``compression``
+uses mosaicml-streaming's codecs (``pip install 'clusterclip[streaming]'``), and
+reading the export needs mosaicml-streaming. On Ray, every worker must see the
+output folder's parent and the work directory at the same paths.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from clusterclip.adapters.by_value import open_scheduled_texts
+import numpy as np
+
+from clusterclip.adapters.by_value import write_sidecar
+from clusterclip.adapters.mds_shards import (
+    MDS_COLUMNS,
+    ShardCuts,
+    ShardWorker,
+    mds_config,
+    sample_sizes,
+    shard_tasks,
+)
 from clusterclip.adapters.output import check_export_folder, export_folder
+from clusterclip.adapters.tokenizing import TextWorker, write_in_parts
+from clusterclip.adapters.tokens import iter_schedule_blocks, scheduled_mask
+from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import invalid, require_extra
+from clusterclip.io import WorkDir, human_bytes
+from clusterclip.io.artifacts.schedule import npy_path
+from clusterclip.io.readplan import corpus_plan
 from clusterclip.progress import progress_bar
 
 __all__ = ["MDS_COLUMNS", "export_mds"]
 
-#: MDS column encodings of a sample.
-MDS_COLUMNS = {"text": "str", "index": "int64", "position": "int64"}
+_TEXTS = ".mds-texts.bin"
+_SPANS = ".mds-texts-spans.npy"
 
 
 def export_mds(
@@ -56,6 +95,8 @@ def export_mds(
     *,
     size_limit: int = 1 << 26,
     compression: str | None = None,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the scheduled documents, in schedule order, as an MDS dataset.
 
@@ -69,9 +110,15 @@ def export_mds(
         it first). Receives ``index.json``, ``shard.NNNNN.mds[.zstd]`` and
         ``clusterclip.json``. The folder appears whole or not at all.
     size_limit : int
-        Bytes per shard before compression (MDSWriter's ``size_limit``).
+        Bytes per shard before compression (MDSWriter's ``size_limit``), below 2**32.
     compression : str, optional
-        MDS shard compression, e.g. ``"zstd"`` (None: uncompressed).
+        MDS shard compression, e.g. ``"zstd"`` (None: uncompressed); needs
+        mosaicml-streaming for its codecs.
+    engine : {"local", "ray"}
+        Where the texts are read and the shards written (see the module
+        docstring); the files are the same on every engine.
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -80,10 +127,9 @@ def export_mds(
 
     Notes
     -----
-    Deterministic: the same schedule gives the same samples in the same order.
-    Needs ``mosaicml-streaming`` (``pip install 'clusterclip[streaming]'``).
-    See the module docstring for the reading contract (``shuffle=False``,
-    ``num_canonical_nodes=1``, ``batch_size``).
+    Deterministic: the same schedule gives the same samples in the same order,
+    and the files ``MDSWriter`` writes for them. See the module docstring for the
+    reading contract (``shuffle=False``, ``num_canonical_nodes=1``, ``batch_size``).
 
     Examples
     --------
@@ -93,36 +139,89 @@ def export_mds(
     >>> StreamingDataset(local="mds/", shuffle=False, num_canonical_nodes=1, batch_size=8)[0]["position"]  # doctest: +SKIP
     0
     """
-    if not isinstance(size_limit, int) or isinstance(size_limit, bool) or size_limit < 1:
+    if (
+        not isinstance(size_limit, int)
+        or isinstance(size_limit, bool)
+        or not 1 <= size_limit < 2**32
+    ):
         raise invalid(
             "size_limit",
-            "an int in [1, inf) (bytes per shard)",
+            "an int in [1, 2**32) (bytes per shard: MDS offsets are uint32)",
             size_limit,
             "Pass size_limit=67108864.",
         )
-    writer_module = require_extra("streaming", "streaming")
-    check_export_folder(out)
-    texts = open_scheduled_texts(workdir)
+    if compression:
+        codecs = require_extra("streaming.base.compression", "streaming")
+        if not codecs.is_compression(compression):
+            raise invalid(
+                "compression",
+                f"one of mosaicml-streaming's codecs ({', '.join(sorted(codecs.get_compressions()))})",
+                compression,
+                "Pass compression='zstd', or None.",
+            )
+    compression = compression or None
+    out = check_export_folder(out)
+    options = resolve_options(engine, engine_options)
+    work = WorkDir(workdir)
+    schedule = work.schedule()
+    indices = schedule.indices
+    mask = scheduled_mask(indices, work.n_documents())
+    plan, read_options = corpus_plan(work, engine=engine, options=options)  # checked now
+    tasks = {"engine": engine, "options": options}
     with export_folder(out) as tmp:
-        texts.announce("export mds")
-        with (
-            writer_module.MDSWriter(
-                out=str(tmp), columns=MDS_COLUMNS, compression=compression, size_limit=size_limit
-            ) as writer,
-            progress_bar(total=len(texts), desc="export mds", unit="doc") as bar,
-        ):
-            for n, (position, document, text) in enumerate(texts.samples(), start=1):
-                writer.write({"text": text, "index": document, "position": position})
-                if n % 4096 == 0:
-                    bar.update(4096)
-            bar.update(len(texts) % 4096)
-        texts.sidecar(
+        staging = tmp.resolve()  # the tasks may run in another folder
+        texts, spans_path = staging / _TEXTS, staging / _SPANS
+        try:
+            with progress_bar(total=int(mask.sum()), desc="read texts", unit="doc") as bar:
+                worker = functools.partial(TextWorker, read_options)
+                spans = write_in_parts(plan, worker, mask, texts, progress=bar.update, **tasks)
+            np.save(spans_path, spans)
+            config = mds_config(compression, size_limit)
+            cuts = _cut(indices, spans[:, 1] - spans[:, 0], ShardCuts(size_limit, config))
+            _say(len(indices), int(mask.sum()), cuts)
+            write = functools.partial(
+                ShardWorker, str(npy_path(schedule.path).resolve()), str(spans_path),
+                str(texts), str(staging), compression, size_limit,
+            )  # fmt: skip
+            entries: list[dict[str, Any]] = []
+            with progress_bar(total=len(indices), desc="export mds", unit="doc") as bar:
+                for _, done in map_shards(shard_tasks(cuts), write, **tasks):
+                    entries.extend(done)
+                    bar.update(sum(entry["samples"] for entry in done))
+        finally:
+            texts.unlink(missing_ok=True)
+            spans_path.unlink(missing_ok=True)
+        with open(staging / "index.json", "w") as handle:  # as MDSWriter writes it
+            json.dump({"version": 2, "shards": entries}, handle, sort_keys=True)
+        write_sidecar(
             tmp,
             {
                 "format": "mds",
                 "reader": "streaming.StreamingDataset(shuffle=False, num_canonical_nodes=1)",
             },
+            work,
+            len(indices),
+            schedule.path,
         )
         shards = sorted(p.name for p in tmp.glob("shard.*"))
         written = sum(p.stat().st_size for p in tmp.iterdir() if p.is_file())
-    return {"samples": len(texts), "shards": len(shards), "bytes": written, "out": str(Path(out))}
+    return {"samples": len(indices), "shards": len(shards), "bytes": written, "out": str(Path(out))}
+
+
+def _cut(indices: np.ndarray, text_bytes: np.ndarray, cuts: ShardCuts) -> list:
+    """The shards of the schedule, from its samples' sizes (streamed in blocks)."""
+    for block in iter_schedule_blocks(indices):
+        cuts.add(sample_sizes(np.take(text_bytes, block)))
+    return cuts.finish()
+
+
+def _say(n_samples: int, distinct: int, shards: list) -> None:
+    """Print what will be written, before the shards are."""
+    total = sum(size for _, _, size in shards)
+    print(
+        f"export mds: {n_samples:,} draws of {distinct:,} documents; writing {len(shards):,} "
+        f"shard{'s' if len(shards) != 1 else ''}, about {human_bytes(total)} (repeated "
+        "documents are stored again)",
+        file=sys.stderr,
+        flush=True,
+    )

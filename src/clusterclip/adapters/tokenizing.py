@@ -12,6 +12,10 @@ part. It returns only the token count of each of its documents. The driver
 turns the counts into offsets and appends the parts, in order, to the output
 with the kernel's file copy: it never tokenises, and holds no text and no token.
 The bytes are the same on every engine and for any cut into tasks.
+
+The exports that store samples by value (:mod:`clusterclip.adapters.mds`) run
+the same read tasks with :class:`TextWorker`, which writes each scheduled
+document's text as UTF-8 instead of its tokens (:func:`write_in_parts`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from clusterclip.engines import RayOptions, map_shards
 from clusterclip.errors import ClusterClipError
 from clusterclip.io.readplan import ReadPlan, ShardTask, shard_records
 
-__all__ = ["TOKENIZE_TASK_DOCUMENTS", "TokenizeTask", "TokenizeWorker", "tokenize_in_tasks"]
+__all__ = [
+    "TOKENIZE_TASK_DOCUMENTS",
+    "TextWorker",
+    "TokenizeTask",
+    "TokenizeWorker",
+    "tokenize_in_tasks",
+    "write_in_parts",
+]
 
 #: Documents one tokenising task reads (a speed knob only: the bytes do not depend on it).
 TOKENIZE_TASK_DOCUMENTS = 2**16
@@ -89,11 +100,7 @@ class TokenizeWorker:
                 if not task.scheduled[record.index - first]:
                     continue
                 if record.text is None:
-                    raise ClusterClipError(
-                        f"document {record.index} is scheduled but its record is "
-                        f"{record.status} ({record.reason}). Rebuild the schedule with "
-                        "`clusterclip run`."
-                    )
+                    raise _unscheduled(record)
                 batch.append((record.index, record.text))
                 if len(batch) == TOKENIZE_BATCH:
                     self._flush(batch, handle, lengths, first)
@@ -167,6 +174,29 @@ def tokenize_in_tasks(
     name = info.resolved_path or info.name_or_path
     spec = (name, info.eos_token, info.append_eos, info.to_dict())
     worker = functools.partial(TokenizeWorker, spec, read_options, np.dtype(dtype).str)
+    return write_in_parts(plan, worker, mask, out, engine=engine, options=options,
+                          progress=progress)  # fmt: skip
+
+
+def write_in_parts(
+    plan: ReadPlan,
+    worker: Callable[[], Callable[[TokenizeTask], np.ndarray]],
+    mask: np.ndarray,
+    out: str | os.PathLike[str],
+    *,
+    engine: str = "local",
+    options: RayOptions | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> np.ndarray:
+    """Run ``worker`` on read tasks of :data:`TOKENIZE_TASK_DOCUMENTS` documents; join their parts.
+
+    Each task writes what it makes of its documents in ``mask`` (the ones the
+    schedule uses) into its own part file beside ``out`` and returns one length
+    per document (-1: not in ``mask``), in the units of its part. The parts are
+    appended to ``out`` in task order; the result is each document's ``(start,
+    stop)`` there, ``(-1, -1)`` outside ``mask``. :class:`TokenizeWorker` writes
+    token ids; :class:`TextWorker` UTF-8 texts.
+    """
     out = Path(out).resolve()  # the tasks write their parts beside it, from any folder
 
     def tasks() -> Iterator[tuple[int, TokenizeTask]]:
@@ -188,3 +218,45 @@ def tokenize_in_tasks(
             if progress is not None:
                 progress(int(used.size))
     return offsets
+
+
+class TextWorker:
+    """Write the UTF-8 text of the scheduled documents of a :class:`TokenizeTask` into its part.
+
+    Pass ``functools.partial(TextWorker, read_options)`` to :func:`write_in_parts`.
+    The text is the one the embed stage read (``Record.text``); the result is
+    the byte length of each of the task's documents (-1: not scheduled).
+    """
+
+    def __init__(self, read_options: Mapping[str, Any]) -> None:
+        self.read_options = dict(read_options)
+
+    def __call__(self, task: TokenizeTask) -> np.ndarray:
+        first = task.shard.first_index
+        lengths = np.full(task.shard.rows, -1, dtype=np.int64)
+        tmp = f"{task.part}.tmp-{os.getpid()}"
+        with open(tmp, "wb", buffering=1 << 20) as handle:
+            for record in shard_records(task.shard, self.read_options):
+                if not task.scheduled[record.index - first]:
+                    continue
+                if record.text is None:
+                    raise _unscheduled(record)
+                try:
+                    data = record.text.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    raise ClusterClipError(
+                        f"{record.source}:{record.line}: document {record.index}'s text cannot "
+                        f"be written as UTF-8 ({error.reason} at character {error.start}, e.g. "
+                        "a lone surrogate escape in the JSON). Fix the record and rerun embed."
+                    ) from None
+                handle.write(data)
+                lengths[record.index - first] = len(data)
+        os.replace(tmp, task.part)
+        return lengths
+
+
+def _unscheduled(record: Any) -> ClusterClipError:
+    return ClusterClipError(
+        f"document {record.index} is scheduled but its record is {record.status} "
+        f"({record.reason}). Rebuild the schedule with `clusterclip run`."
+    )

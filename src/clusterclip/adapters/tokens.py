@@ -38,6 +38,7 @@ __all__ = [
     "TokenizerInfo",
     "iter_schedule_blocks",
     "load_tokenizer",
+    "scheduled_mask",
     "token_dtype",
     "tokenize_scheduled",
 ]
@@ -273,7 +274,8 @@ def iter_schedule_blocks(indices: np.ndarray, start: int = 0) -> Iterator[np.nda
         yield np.asarray(indices[begin : begin + SCHEDULE_BLOCK], dtype=np.int64)
 
 
-def _scheduled_mask(indices: np.ndarray, n_documents: int) -> np.ndarray:
+def scheduled_mask(indices: np.ndarray, n_documents: int) -> np.ndarray:
+    """bool ``(N,)``: the documents the schedule ``indices`` draws (refusing ids outside ``[0, N)``)."""
     mask = np.zeros(n_documents, dtype=bool)
     for block in iter_schedule_blocks(indices):
         if block.size and (int(block.min()) < 0 or int(block.max()) >= n_documents):
@@ -332,7 +334,7 @@ def tokenize_scheduled(
     from clusterclip.io.readplan import corpus_plan
 
     ray_options = resolve_options(engine, engine_options)  # checked before any work
-    mask = _scheduled_mask(work.schedule().indices, work.n_documents())
+    mask = scheduled_mask(work.schedule().indices, work.n_documents())
     # every corpus file is checked now, before anything is written or shown
     plan, read_options = corpus_plan(work, engine=engine, options=ray_options)
     with progress_bar(total=int(mask.sum()), desc="tokenize", unit="doc") as bar:

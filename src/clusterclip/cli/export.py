@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             add_former_spellings(group, cls)
     # --num-workers stays the former spelling of --loader-workers here: Ray takes every CPU
     add_engine_flags(
-        parser, f"reading the documents, and tokenising them ({', '.join(formats_on('ray'))})",
+        parser, f"reading, tokenising and writing the documents ({', '.join(formats_on('ray'))})",
         exclude=("num_workers",),
     )  # fmt: skip
 
