@@ -20,6 +20,7 @@ document's text as UTF-8 instead of its tokens (:func:`write_in_parts`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -94,18 +95,12 @@ class TokenizeWorker:
         first = task.shard.first_index
         lengths = np.full(task.shard.rows, -1, dtype=np.int64)
         batch: list[tuple[int, str]] = []
-        tmp = f"{task.part}.tmp-{os.getpid()}"
-        with open(tmp, "wb", buffering=1 << 20) as handle:
-            for record in shard_records(task.shard, self.read_options):
-                if not task.scheduled[record.index - first]:
-                    continue
-                if record.text is None:
-                    raise _unscheduled(record)
+        with _part_file(task.part) as handle:
+            for record in _scheduled_records(task, self.read_options):
                 batch.append((record.index, record.text))
                 if len(batch) == TOKENIZE_BATCH:
                     self._flush(batch, handle, lengths, first)
             self._flush(batch, handle, lengths, first)
-        os.replace(tmp, task.part)
         return lengths
 
     def _flush(
@@ -234,13 +229,8 @@ class TextWorker:
     def __call__(self, task: TokenizeTask) -> np.ndarray:
         first = task.shard.first_index
         lengths = np.full(task.shard.rows, -1, dtype=np.int64)
-        tmp = f"{task.part}.tmp-{os.getpid()}"
-        with open(tmp, "wb", buffering=1 << 20) as handle:
-            for record in shard_records(task.shard, self.read_options):
-                if not task.scheduled[record.index - first]:
-                    continue
-                if record.text is None:
-                    raise _unscheduled(record)
+        with _part_file(task.part) as handle:
+            for record in _scheduled_records(task, self.read_options):
                 try:
                     data = record.text.encode("utf-8")
                 except UnicodeEncodeError as error:
@@ -251,12 +241,27 @@ class TextWorker:
                     ) from None
                 handle.write(data)
                 lengths[record.index - first] = len(data)
-        os.replace(tmp, task.part)
         return lengths
 
 
-def _unscheduled(record: Any) -> ClusterClipError:
-    return ClusterClipError(
-        f"document {record.index} is scheduled but its record is {record.status} "
-        f"({record.reason}). Rebuild the schedule with `clusterclip run`."
-    )
+@contextlib.contextmanager
+def _part_file(part: str) -> Iterator[Any]:
+    """A task's part, written under a temporary name and renamed when whole (a retry rewrites it)."""
+    tmp = f"{part}.tmp-{os.getpid()}"
+    with open(tmp, "wb", buffering=1 << 20) as handle:
+        yield handle
+    os.replace(tmp, part)
+
+
+def _scheduled_records(task: TokenizeTask, read_options: Mapping[str, Any]) -> Iterator[Any]:
+    """The task's records the schedule uses, each with its text (one without is refused)."""
+    first = task.shard.first_index
+    for record in shard_records(task.shard, read_options):
+        if not task.scheduled[record.index - first]:
+            continue
+        if record.text is None:
+            raise ClusterClipError(
+                f"document {record.index} is scheduled but its record is {record.status} "
+                f"({record.reason}). Rebuild the schedule with `clusterclip run`."
+            )
+        yield record
