@@ -231,6 +231,26 @@ def test_invalid_utf8_is_a_warning_with_its_first_line_and_counted(changed):
 
 
 @pytest.mark.slow
+def test_a_lone_surrogate_escape_is_mended_said_and_exported(small, verses):
+    """A text escaping half of a surrogate pair (JSON ``\\ud800``) stopped the embed stage with
+    the tokenizer's TypeError. It is replaced by U+FFFD as invalid UTF-8 is, said with its file
+    and line, and the MDS export writes the mended text."""
+    lines = jsonl(verses[:300]).split(b"\n")
+    lines[6] = lines[6].replace(b'"text": "', b'"text": "\\ud800 ')  # line 7: document 6
+    (small / "verses.jsonl").write_bytes(b"\n".join(lines))
+    run = clusterclip("run", "verses.jsonl", "--workdir", "work", *FAST, "--epochs", "2",
+                      cwd=small)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "invalid UTF-8 replaced by U+FFFD on 1 line(s), first at verses.jsonl:7" in run.stdout
+    assert 6 in np.load(small / "work" / "schedule.npy")
+    export = clusterclip("export", "--workdir", "work", "--format", "mds", "--out", "mds",
+                         cwd=small)  # fmt: skip
+    assert export.returncode == 0, export.stderr
+    shards = b"".join(p.read_bytes() for p in sorted((small / "mds").glob("shard.*.mds")))
+    assert ("\ufffd " + verses[6]["text"]).encode("utf-8") in shards
+
+
+@pytest.mark.slow
 def test_hidden_files_a_glob_skips_are_named_and_counted(changed):
     line = "warning:     1 hidden file(s) skipped by a glob: corpus/.draft.jsonl"
     assert line in changed["stdout_a"]

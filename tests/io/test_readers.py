@@ -164,6 +164,22 @@ def test_broken_records_are_all_accounted_for(tmp_path):
     assert records[7].reason == "expected a JSON object, got list"
 
 
+def test_a_lone_surrogate_escape_is_mended_and_counted_a_pair_is_kept(tmp_path):
+    """JSON may escape half of a surrogate pair; that code point has no UTF-8 form, so the
+    reader replaces it by U+FFFD and counts the line as it counts invalid UTF-8. An escaped
+    pair is one character and stays."""
+    path = tmp_path / "escapes.jsonl"
+    path.write_bytes(
+        b'{"text": "lone \\udc00 low"}\n{"text": "pair \\ud83d\\ude00"}\n{"text": "high \\ud800"}\n'
+    )
+    stream = iter_records(path)
+    records = list(stream)
+    assert [r.status for r in records] == ["ok", "ok", "ok"]
+    assert [r.text for r in records] == ["lone \ufffd low", "pair \U0001f600", "high \ufffd"]
+    assert stream.replaced_utf8_lines == 2 and stream.first_replaced_utf8 == f"{path}:1"
+    assert all(r.text.encode("utf-8") for r in records)
+
+
 def test_strict_stops_at_the_first_bad_record_with_file_and_line(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_bytes(b"\n".join(BROKEN_LINES) + b"\n")

@@ -33,7 +33,7 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, atomic_write_json, fingerprint_file, human_bytes
-from clusterclip.io.readers import DEFAULT_TEXT_FIELDS
+from clusterclip.io.readers import DEFAULT_TEXT_FIELDS, without_lone_surrogates
 
 __all__ = ["ScheduledTexts", "open_scheduled_texts", "write_sidecar"]
 
@@ -98,7 +98,7 @@ class ScheduledTexts:
             if isinstance(value, bytes):
                 value = value.decode("utf-8", errors="replace")
             if isinstance(value, str):
-                return value
+                return without_lone_surrogates(value)[0]  # as the reader gave it to embed
         raise ClusterClipError(
             f"document {document} is scheduled but its record has no text in "
             f"{' or '.join(self.text_fields)}. Rebuild the work directory with `clusterclip run`."

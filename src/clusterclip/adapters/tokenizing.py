@@ -231,14 +231,7 @@ class TextWorker:
         lengths = np.full(task.shard.rows, -1, dtype=np.int64)
         with _part_file(task.part) as handle:
             for record in _scheduled_records(task, self.read_options):
-                try:
-                    data = record.text.encode("utf-8")
-                except UnicodeEncodeError as error:
-                    raise ClusterClipError(
-                        f"{record.source}:{record.line}: document {record.index}'s text cannot "
-                        f"be written as UTF-8 ({error.reason} at character {error.start}, e.g. "
-                        "a lone surrogate escape in the JSON). Fix the record and rerun embed."
-                    ) from None
+                data = record.text.encode("utf-8")  # the reader mended any lone surrogate
                 handle.write(data)
                 lengths[record.index - first] = len(data)
         return lengths

@@ -33,6 +33,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ __all__ = [
     "hidden_files_skipped",
     "is_hf_dataset",
     "iter_records",
+    "without_lone_surrogates",
 ]
 
 #: File name endings the readers understand.
@@ -76,6 +78,8 @@ _OTHER_BOMS = (
     (b"\xff\xfe", "UTF-16"),
     (b"\xfe\xff", "UTF-16"),
 )
+#: A UTF-16 surrogate code point: only a lone one survives JSON decoding (pairs combine).
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _FULL_HASH_LIMIT = 64 << 20  # files up to 64 MiB are hashed whole
 _SAMPLE_BYTES = 1 << 20  # larger ones: first, middle and last MiB
 
@@ -267,7 +271,8 @@ class RecordStream(Iterator[Record]):
     Attributes (updated while iterating)
     ------------------------------------
     replaced_utf8_lines : int
-        Lines (or text values) whose invalid UTF-8 bytes were replaced.
+        Lines (or text values) whose invalid UTF-8 bytes, or lone surrogate
+        escapes (:func:`without_lone_surrogates`), were replaced.
     first_replaced_utf8 : str or None
         ``source:line`` of the first of them.
     blank_lines : int
@@ -410,6 +415,10 @@ class RecordStream(Iterator[Record]):
             except UnicodeDecodeError:
                 value = value.decode("utf-8", errors="replace")
                 self._replaced_utf8(source, line)
+        if isinstance(value, str):
+            value, mended = without_lone_surrogates(value)
+            if mended:
+                self._replaced_utf8(source, line)
         if not isinstance(value, str):
             kind = "null" if value is None else type(value).__name__
             return Record(
@@ -424,7 +433,7 @@ class RecordStream(Iterator[Record]):
         self.text_fields[field] += 1
         return Record(self._index, source, line, raw, value, record_id, "ok", None)
 
-    def _replaced_utf8(self, source: str, line: int) -> None:
+    def _replaced_utf8(self, source: str, line: int) -> None:  # or lone surrogates
         self.replaced_utf8_lines += 1
         if self.first_replaced_utf8 is None:
             self.first_replaced_utf8 = f"{source}:{line}"
@@ -598,3 +607,21 @@ def open_lines(path: Path) -> Iterator[Iterator[bytes]]:
         raise ClusterClipError(f"cannot open {path}: {error}") from error
     with handle:
         yield handle
+
+
+def without_lone_surrogates(text: str) -> tuple[str, bool]:
+    r"""``text`` with each lone UTF-16 surrogate replaced by U+FFFD, and whether any was.
+
+    A JSON string may escape half of a surrogate pair (``"\ud800"``); Python
+    decodes it into a code point that has no UTF-8 form, which tokenizers and
+    every by-value export refuse. The reader mends it as it mends invalid
+    UTF-8 bytes, and counts the line with them.
+
+    >>> without_lone_surrogates("a\ud800b") == ("a\ufffdb", True)
+    True
+    >>> without_lone_surrogates("caf\u00e9")
+    ('café', False)
+    """
+    if text.isascii() or not _SURROGATE.search(text):
+        return text, False
+    return _SURROGATE.sub("\ufffd", text), True
