@@ -33,7 +33,8 @@ import numpy as np
 
 from clusterclip.errors import ClusterClipError
 from clusterclip.io import WorkDir, atomic_write_json, fingerprint_file, human_bytes
-from clusterclip.io.readers import DEFAULT_TEXT_FIELDS, without_lone_surrogates
+from clusterclip.io.jsonlines import without_lone_surrogates
+from clusterclip.io.readers import DEFAULT_TEXT_FIELDS
 
 __all__ = ["ScheduledTexts", "open_scheduled_texts", "write_sidecar"]
 

@@ -18,12 +18,32 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MENDED", "clean_line", "describe_mended", "encode_json"]
+from clusterclip.errors import ClusterClipError
+
+__all__ = [
+    "MENDED",
+    "clean_line",
+    "describe_mended",
+    "encode_json",
+    "without_bom",
+    "without_lone_surrogates",
+]
+
+#: A UTF-16 surrogate code point: only a lone one survives JSON decoding (pairs combine).
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+#: Byte order marks of encodings the jsonl reader does not read (longest first).
+_OTHER_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 
 #: Why a line was mended -> what was done, as messages say it.
 MENDED = {
@@ -125,3 +145,34 @@ def describe_mended(notes: dict[str, dict[str, Any]]) -> str:
     plural = "records" if total != 1 else "record"
     lines = "clean JSON lines" if total != 1 else "a clean JSON line"
     return f"{total:,} corpus {plural} mended into {lines}: " + "; ".join(parts)
+
+
+def without_lone_surrogates(text: str) -> tuple[str, bool]:
+    r"""``text`` with each lone UTF-16 surrogate replaced by U+FFFD, and whether any was.
+
+    A JSON string may escape half of a surrogate pair (``"\ud800"``); Python
+    decodes it into a code point that has no UTF-8 form, which tokenizers and
+    every by-value export refuse. The reader (:mod:`clusterclip.io.readers`) mends it as it mends invalid
+    UTF-8 bytes, and counts the line with them.
+
+    >>> without_lone_surrogates("a\ud800b") == ("a\ufffdb", True)
+    True
+    >>> without_lone_surrogates("caf\u00e9")
+    ('café', False)
+    """
+    if text.isascii() or not _SURROGATE.search(text):
+        return text, False
+    return _SURROGATE.sub("\ufffd", text), True
+
+
+def without_bom(first_line: bytes, source: str) -> bytes:
+    """The first line of a jsonl file without its UTF-8 byte order mark; refuse UTF-16/32."""
+    if first_line.startswith(_UTF8_BOM):
+        return first_line[len(_UTF8_BOM) :]
+    for mark, encoding in _OTHER_BOMS:
+        if first_line.startswith(mark):
+            raise ClusterClipError(
+                f"{source} is {encoding}-encoded; clusterclip reads UTF-8 jsonl. Convert it, e.g. "
+                f"`iconv -f {encoding} -t UTF-8 {source} > converted.jsonl`, and pass that."
+            )
+    return first_line

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from clusterclip.errors import ClusterClipError, require_extra
+from clusterclip.io.jsonlines import without_bom
 from clusterclip.io.readers import (
     DATASET_SOURCE,
     RawRecord,
     RecordStream,
     open_lines,
     truncated,
-    without_bom,
 )
 
 __all__ = [

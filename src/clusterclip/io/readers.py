@@ -33,7 +33,6 @@ import gzip
 import hashlib
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterclip.errors import ClusterClipError, invalid, require_extra
+from clusterclip.io.jsonlines import without_bom, without_lone_surrogates
 
 __all__ = [
     "STATUSES",
@@ -54,7 +54,6 @@ __all__ = [
     "hidden_files_skipped",
     "is_hf_dataset",
     "iter_records",
-    "without_lone_surrogates",
 ]
 
 #: File name endings the readers understand.
@@ -70,16 +69,6 @@ DATASET_SOURCE = "<dataset>"
 RawRecord = tuple[str, int, Any, "str | None"]
 
 _PARQUET_BATCH_ROWS = 1024
-_UTF8_BOM = b"\xef\xbb\xbf"
-#: Byte order marks of encodings the jsonl reader does not read (longest first).
-_OTHER_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32"),
-    (b"\x00\x00\xfe\xff", "UTF-32"),
-    (b"\xff\xfe", "UTF-16"),
-    (b"\xfe\xff", "UTF-16"),
-)
-#: A UTF-16 surrogate code point: only a lone one survives JSON decoding (pairs combine).
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _FULL_HASH_LIMIT = 64 << 20  # files up to 64 MiB are hashed whole
 _SAMPLE_BYTES = 1 << 20  # larger ones: first, middle and last MiB
 
@@ -271,8 +260,7 @@ class RecordStream(Iterator[Record]):
     Attributes (updated while iterating)
     ------------------------------------
     replaced_utf8_lines : int
-        Lines (or text values) whose invalid UTF-8 bytes, or lone surrogate
-        escapes (:func:`without_lone_surrogates`), were replaced.
+        Lines (or text values) whose invalid UTF-8 or lone surrogates were replaced.
     first_replaced_utf8 : str or None
         ``source:line`` of the first of them.
     blank_lines : int
@@ -415,16 +403,15 @@ class RecordStream(Iterator[Record]):
             except UnicodeDecodeError:
                 value = value.decode("utf-8", errors="replace")
                 self._replaced_utf8(source, line)
-        if isinstance(value, str):
-            value, mended = without_lone_surrogates(value)
-            if mended:
-                self._replaced_utf8(source, line)
         if not isinstance(value, str):
             kind = "null" if value is None else type(value).__name__
             return Record(
                 self._index, source, line, raw, None, record_id, "not_text",
                 f"field `{field}` is {kind}, not text",
             )  # fmt: skip
+        value, mended = without_lone_surrogates(value)
+        if mended:
+            self._replaced_utf8(source, line)
         if not value.strip():
             return Record(
                 self._index, source, line, raw, None, record_id, "empty",
@@ -455,19 +442,6 @@ def truncated(source: str, line: int, error: BaseException) -> ClusterClipError:
         "after that point cannot be read or accounted for. Re-create the file, or "
         f"recover the readable part (e.g. `{unpack} {source} > part.jsonl`) and pass that."
     )
-
-
-def without_bom(first_line: bytes, source: str) -> bytes:
-    """The first line of a jsonl file without its UTF-8 byte order mark; refuse UTF-16/32."""
-    if first_line.startswith(_UTF8_BOM):
-        return first_line[len(_UTF8_BOM) :]
-    for mark, encoding in _OTHER_BOMS:
-        if first_line.startswith(mark):
-            raise ClusterClipError(
-                f"{source} is {encoding}-encoded; clusterclip reads UTF-8 jsonl. Convert it, e.g. "
-                f"`iconv -f {encoding} -t UTF-8 {source} > converted.jsonl`, and pass that."
-            )
-    return first_line
 
 
 def describe_statuses(counts: Any, examples: Any = None) -> str:
@@ -607,21 +581,3 @@ def open_lines(path: Path) -> Iterator[Iterator[bytes]]:
         raise ClusterClipError(f"cannot open {path}: {error}") from error
     with handle:
         yield handle
-
-
-def without_lone_surrogates(text: str) -> tuple[str, bool]:
-    r"""``text`` with each lone UTF-16 surrogate replaced by U+FFFD, and whether any was.
-
-    A JSON string may escape half of a surrogate pair (``"\ud800"``); Python
-    decodes it into a code point that has no UTF-8 form, which tokenizers and
-    every by-value export refuse. The reader mends it as it mends invalid
-    UTF-8 bytes, and counts the line with them.
-
-    >>> without_lone_surrogates("a\ud800b") == ("a\ufffdb", True)
-    True
-    >>> without_lone_surrogates("caf\u00e9")
-    ('café', False)
-    """
-    if text.isascii() or not _SURROGATE.search(text):
-        return text, False
-    return _SURROGATE.sub("\ufffd", text), True
