@@ -16,7 +16,9 @@
 #   litdata    litdata 0.2.76 on the local CPU torch wheel. litdata declares
 #              torchvision but uses it only in its image and video serializers,
 #              which clusterclip's export (text and int columns) never reaches,
-#              so every requirement but torchvision is installed.
+#              so every requirement but torchvision is installed; with Ray
+#              (clusterclip[ray]), so the export's engine tasks are tested
+#              against the real writer on Ray too.
 #
 # usage: install-client-env.sh CLIENT [PYTHON]     (run from the repository root)
 set -euo pipefail
@@ -61,7 +63,7 @@ for line in requires("litdata") or []:
         print(line)
 EOF
 )
-    "${pip[@]}" "${requirements[@]}" -e ".[io]"
+    "${pip[@]}" "${requirements[@]}" -e ".[io,ray]"
     echo "install-client-env.sh: torchvision is left out of $venv on purpose (pip says it is" \
       "missing): litdata uses it only for images and video"
     ;;

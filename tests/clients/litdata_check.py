@@ -87,7 +87,7 @@ def check_single_process(made: dict, root: Path) -> None:
             summary = export_litdata(
                 made["workdir"], out, num_workers=workers, batch_size=4, chunk_bytes=1 << 13
             )
-        if "x the corpus" not in stderr.getvalue() or summary["chunks"] < 3:
+        if "x their text" not in stderr.getvalue() or summary["chunks"] < 3:
             raise SystemExit(f"export said {stderr.getvalue()!r}, returned {summary}")
         batches, _ = _read(out, workers=workers, batch=4)
         flat = [p for b in batches for p in b]

@@ -100,3 +100,9 @@ def test_layout_validates_the_topology():
 def test_real_litdata_reads_the_schedule_across_ranks_workers_and_resume(tmp_path):
     output = run_client_check("litdata", "tests.clients.litdata_check", tmp_path)
     assert "litdata check: ok" in output
+
+
+@pytest.mark.slow
+def test_real_litdata_reads_chunks_of_many_writers_and_ray_writes_the_same(tmp_path):
+    output = run_client_check("litdata", "tests.clients.litdata_ray_check", tmp_path)
+    assert "litdata ray check: ok" in output

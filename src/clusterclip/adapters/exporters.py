@@ -286,13 +286,14 @@ class LitData(_IntoFolder):
         "DataLoader workers x --loader-batch-size"
     )
     options = TopologyOptions
+    engines = ("local", "ray")
 
     def write(self, path: Path, out: PathLike, options: Any, **engine: Any) -> ExportSummary:
         from clusterclip.adapters.litdata_export import export_litdata
 
         details = export_litdata(
             path, out, world_size=options.world_size,
-            num_workers=options.loader_workers, batch_size=options.loader_batch_size,
+            num_workers=options.loader_workers, batch_size=options.loader_batch_size, **engine,
         )  # fmt: skip
         return ExportSummary(self.name, os.fspath(out), details)
 
@@ -329,7 +330,7 @@ def formats_on(engine: str) -> list[str]:
     """The ``--format`` names whose per-document work runs on ``engine``, sorted.
 
     >>> formats_on("ray")
-    ['cluster-folders', 'flat-tokens', 'mds', 'megatron']
+    ['cluster-folders', 'flat-tokens', 'litdata', 'mds', 'megatron']
     """
     return sorted(name for name, exporter in EXPORTERS.items() if engine in exporter.engines)
 

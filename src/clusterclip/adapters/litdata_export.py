@@ -27,26 +27,41 @@ ranks, ``num_workers`` DataLoader workers per rank, ``batch_size`` per rank):
 
 Each item has the columns ``text``, ``index`` (document) and ``position``
 (schedule position), so a trainer can check the order it gets.
+
+The items are written by engine tasks, the same on the local engine and on Ray
+(:mod:`clusterclip.adapters.litdata_chunks`): the driver reads no text.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterclip.adapters.by_value import open_scheduled_texts
+from clusterclip.adapters.by_value import write_sidecar
+from clusterclip.adapters.litdata_chunks import ChunkWorker, item_tasks, merge_indices
 from clusterclip.adapters.output import check_export_folder, export_folder
+from clusterclip.adapters.tokenizing import TextWorker, write_in_parts
+from clusterclip.adapters.tokens import iter_schedule_blocks, scheduled_mask
+from clusterclip.engines import map_shards, resolve_options
 from clusterclip.errors import invalid, require_extra
+from clusterclip.io import WorkDir, human_bytes
+from clusterclip.io.artifacts.schedule import npy_path
+from clusterclip.io.readplan import corpus_plan
 from clusterclip.progress import progress_bar
 
 __all__ = ["LitDataLayout", "export_litdata", "litdata_layout"]
 
 _BLOCK = 1 << 16
+_TEXTS = ".litdata-texts.bin"
+_SPANS = ".litdata-texts-spans.npy"
+_POSITIONS = ".litdata-positions.npy"
 
 
 @dataclass(frozen=True)
@@ -154,6 +169,8 @@ def export_litdata(
     batch_size: int = 1,
     drop_last: bool | None = None,
     chunk_bytes: int = 1 << 26,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the scheduled documents as a LitData optimized dataset for one topology.
 
@@ -164,7 +181,7 @@ def export_litdata(
         since they were embedded (checked before anything is written).
     out : path
         Local output folder, new or empty (an earlier export is refused: delete
-        it first). Receives ``index.json``, ``chunk-0-N.bin`` and
+        it first). Receives ``index.json``, ``chunk-T-N.bin`` and
         ``clusterclip.json``; the folder appears whole or not at all.
     world_size, num_workers, batch_size : int
         The trainer's ranks, DataLoader workers per rank and batch size per
@@ -176,6 +193,11 @@ def export_litdata(
         ``world_size > 1``).
     chunk_bytes : int
         Bytes per chunk file.
+    engine : {"local", "ray"}
+        Where the texts are read and the chunks written; the files are the same
+        on every engine (``index.json`` differs only in LitData's ``updated_at``).
+    engine_options : mapping, optional
+        Fields of :class:`~clusterclip.engines.RayOptions` for ``"ray"``.
 
     Returns
     -------
@@ -185,7 +207,14 @@ def export_litdata(
     Notes
     -----
     Deterministic. Needs ``litdata`` (``pip install 'clusterclip[litdata]'``).
-    The reading contract is in the module docstring.
+    The reading contract is in the module docstring. Written in two rounds of
+    engine tasks: read tasks write each scheduled document's text once into a
+    temporary text cache (as for MDS), then each task writes a run of about
+    :data:`~clusterclip.adapters.litdata_chunks.LITDATA_TASK_BYTES` of items with
+    a LitData writer of its own rank (``chunk-<task>-<n>.bin``), and LitData's
+    ``merge`` joins their indices. The driver reads no text. On Ray, every
+    worker must see the output folder's parent and the work directory at the
+    same paths.
 
     Examples
     --------
@@ -199,11 +228,16 @@ def export_litdata(
             chunk_bytes,
             "Pass chunk_bytes=67108864.",
         )
-    writer_module = require_extra("litdata.streaming.writer", "litdata")
-    check_export_folder(out)
-    texts = open_scheduled_texts(workdir)
+    require_extra("litdata.streaming.writer", "litdata")
+    out = check_export_folder(out)
+    options = resolve_options(engine, engine_options)
+    work = WorkDir(workdir)
+    schedule = work.schedule()
+    indices = schedule.indices
+    mask = scheduled_mask(indices, work.n_documents())
+    plan, read_options = corpus_plan(work, engine=engine, options=options)  # checked now
     layout = litdata_layout(
-        len(texts),
+        len(indices),
         world_size=world_size,
         num_workers=num_workers,
         batch_size=batch_size,
@@ -217,31 +251,102 @@ def export_litdata(
         "regular_positions": layout.regular,
     }
     with export_folder(out) as tmp:
-        texts.announce("export litdata")
-        writer = writer_module.BinaryWriter(str(tmp), chunk_bytes=chunk_bytes)
-        item = 0
-        with progress_bar(total=len(texts), desc="export litdata", unit="doc") as bar:
-            for block in layout.positions():
-                for position, document, text in texts.samples(block):
-                    writer.add_item(item, {"text": text, "index": document, "position": position})
-                    item += 1
-                bar.update(len(block))
-        writer.done()
-        writer.merge()
-        texts.sidecar(
+        _write_items(
+            tmp.resolve(), schedule, layout, chunk_bytes, corpus=(plan, read_options, mask),
+            engine=engine, options=options,
+        )  # fmt: skip
+        write_sidecar(
             tmp,
             {
                 "format": "litdata",
                 "reader": "litdata.StreamingDataset(shuffle=False)",
                 "topology": topology,
             },
+            work,
+            len(indices),
+            schedule.path,
         )
         chunks = sorted(p.name for p in tmp.glob("chunk-*"))
         written = sum(p.stat().st_size for p in tmp.iterdir() if p.is_file())
     return {
-        "samples": len(texts),
+        "samples": len(indices),
         "chunks": len(chunks),
         "bytes": written,
         "topology": topology,
         "out": str(Path(out)),
     }
+
+
+def _write_items(
+    staging: Path,
+    schedule: Any,
+    layout: LitDataLayout,
+    chunk_bytes: int,
+    *,
+    corpus: tuple[Any, dict[str, Any], np.ndarray],
+    engine: str,
+    options: Any,
+) -> None:
+    """The two rounds of tasks: the scheduled texts once, then the runs of items as chunks."""
+    plan, read_options, mask = corpus
+    indices = schedule.indices
+    tasks = {"engine": engine, "options": options}
+    texts, spans_path = staging / _TEXTS, staging / _SPANS
+    positions_path = staging / _POSITIONS
+    try:
+        with progress_bar(total=int(mask.sum()), desc="read texts", unit="doc") as bar:
+            worker = functools.partial(TextWorker, read_options)
+            spans = write_in_parts(plan, worker, mask, texts, progress=bar.update, **tasks)
+        np.save(spans_path, spans)
+        _save_positions(layout, positions_path)
+        text_bytes = spans[:, 1] - spans[:, 0]
+        _say(indices, mask, text_bytes)
+        write = functools.partial(
+            ChunkWorker, str(npy_path(schedule.path).resolve()), str(positions_path),
+            str(spans_path), str(texts), str(staging), chunk_bytes,
+        )  # fmt: skip
+        runs = item_tasks(_item_sizes(indices, positions_path, text_bytes))
+        n_tasks = 0
+        with progress_bar(total=len(indices), desc="export litdata", unit="doc") as bar:
+            for _, written in map_shards(runs, write, **tasks):
+                bar.update(written)
+                n_tasks += 1
+        merge_indices(staging, chunk_bytes, n_tasks)
+    finally:
+        for path in (texts, spans_path, positions_path):
+            path.unlink(missing_ok=True)
+
+
+def _save_positions(layout: LitDataLayout, path: Path) -> None:
+    """The schedule position of every item, in item order, as an int64 ``.npy``."""
+    positions = np.lib.format.open_memmap(
+        path, mode="w+", dtype=np.int64, shape=(layout.n_samples,)
+    )
+    at = 0
+    for block in layout.positions():
+        positions[at : at + block.size] = block
+        at += block.size
+    positions.flush()
+    del positions
+
+
+def _item_sizes(indices: np.ndarray, positions_path: Path, text_bytes: np.ndarray) -> Iterator:
+    """The text size of every item, in item order, block by block."""
+    positions = np.load(positions_path, mmap_mode="r")
+    for start in range(0, len(positions), _BLOCK):
+        block = np.asarray(positions[start : start + _BLOCK])
+        yield np.take(text_bytes, np.asarray(indices[block], dtype=np.int64))
+
+
+def _say(indices: np.ndarray, mask: np.ndarray, text_bytes: np.ndarray) -> None:
+    """Print what will be written, before the chunks are."""
+    distinct = int(np.where(mask, text_bytes, 0).sum())
+    total = sum(int(np.take(text_bytes, block).sum()) for block in iter_schedule_blocks(indices))
+    ratio = total / distinct if distinct else 0.0
+    print(
+        f"export litdata: {len(indices):,} draws of {int(mask.sum()):,} documents; writing "
+        f"{ratio:.2f}x their text: about {human_bytes(total)} (repeated documents are stored "
+        "again)",
+        file=sys.stderr,
+        flush=True,
+    )
