@@ -47,13 +47,12 @@ import numpy as np
 from clusterclip.adapters.by_value import write_sidecar
 from clusterclip.adapters.litdata_chunks import ChunkWorker, item_tasks, merge_indices
 from clusterclip.adapters.output import check_export_folder, export_folder
-from clusterclip.adapters.tokenizing import TextWorker, write_in_parts
-from clusterclip.adapters.tokens import iter_schedule_blocks, scheduled_mask
-from clusterclip.engines import map_shards, resolve_options
+from clusterclip.adapters.text_tasks import TextTasks
+from clusterclip.adapters.tokens import iter_schedule_blocks
+from clusterclip.engines import map_shards
 from clusterclip.errors import invalid, require_extra
-from clusterclip.io import WorkDir, human_bytes
+from clusterclip.io import human_bytes
 from clusterclip.io.artifacts.schedule import npy_path
-from clusterclip.io.readplan import corpus_plan
 from clusterclip.progress import progress_bar
 
 __all__ = ["LitDataLayout", "export_litdata", "litdata_layout"]
@@ -230,12 +229,8 @@ def export_litdata(
         )
     require_extra("litdata.streaming.writer", "litdata")
     out = check_export_folder(out)
-    options = resolve_options(engine, engine_options)
-    work = WorkDir(workdir)
-    schedule = work.schedule()
-    indices = schedule.indices
-    mask = scheduled_mask(indices, work.n_documents())
-    plan, read_options = corpus_plan(work, engine=engine, options=options)  # checked now
+    corpus = TextTasks.open(workdir, engine, engine_options)  # everything checked now
+    indices = corpus.schedule.indices
     layout = litdata_layout(
         len(indices),
         world_size=world_size,
@@ -251,10 +246,7 @@ def export_litdata(
         "regular_positions": layout.regular,
     }
     with export_folder(out) as tmp:
-        _write_items(
-            tmp.resolve(), schedule, layout, chunk_bytes, corpus=(plan, read_options, mask),
-            engine=engine, options=options,
-        )  # fmt: skip
+        _write_items(tmp.resolve(), corpus, layout, chunk_bytes)
         write_sidecar(
             tmp,
             {
@@ -262,9 +254,9 @@ def export_litdata(
                 "reader": "litdata.StreamingDataset(shuffle=False)",
                 "topology": topology,
             },
-            work,
+            corpus.work,
             len(indices),
-            schedule.path,
+            corpus.schedule.path,
         )
         chunks = sorted(p.name for p in tmp.glob("chunk-*"))
         written = sum(p.stat().st_size for p in tmp.iterdir() if p.is_file())
@@ -277,27 +269,14 @@ def export_litdata(
     }
 
 
-def _write_items(
-    staging: Path,
-    schedule: Any,
-    layout: LitDataLayout,
-    chunk_bytes: int,
-    *,
-    corpus: tuple[Any, dict[str, Any], np.ndarray],
-    engine: str,
-    options: Any,
-) -> None:
+def _write_items(staging: Path, corpus: TextTasks, layout: LitDataLayout, chunk_bytes: int) -> None:
     """The two rounds of tasks: the scheduled texts once, then the runs of items as chunks."""
-    plan, read_options, mask = corpus
+    schedule, mask = corpus.schedule, corpus.mask
     indices = schedule.indices
-    tasks = {"engine": engine, "options": options}
     texts, spans_path = staging / _TEXTS, staging / _SPANS
     positions_path = staging / _POSITIONS
     try:
-        with progress_bar(total=int(mask.sum()), desc="read texts", unit="doc") as bar:
-            worker = functools.partial(TextWorker, read_options)
-            spans = write_in_parts(plan, worker, mask, texts, progress=bar.update, **tasks)
-        np.save(spans_path, spans)
+        spans = corpus.write_texts(texts, spans_path)
         _save_positions(layout, positions_path)
         text_bytes = spans[:, 1] - spans[:, 0]
         _say(indices, mask, text_bytes)
@@ -308,7 +287,7 @@ def _write_items(
         runs = item_tasks(_item_sizes(indices, positions_path, text_bytes))
         n_tasks = 0
         with progress_bar(total=len(indices), desc="export litdata", unit="doc") as bar:
-            for _, written in map_shards(runs, write, **tasks):
+            for _, written in map_shards(runs, write, **corpus.tasks):
                 bar.update(written)
                 n_tasks += 1
         merge_indices(staging, chunk_bytes, n_tasks)

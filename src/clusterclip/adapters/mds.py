@@ -74,13 +74,12 @@ from clusterclip.adapters.mds_shards import (
     shard_tasks,
 )
 from clusterclip.adapters.output import check_export_folder, export_folder
-from clusterclip.adapters.tokenizing import TextWorker, write_in_parts
-from clusterclip.adapters.tokens import iter_schedule_blocks, scheduled_mask
-from clusterclip.engines import map_shards, resolve_options
+from clusterclip.adapters.text_tasks import TextTasks
+from clusterclip.adapters.tokens import iter_schedule_blocks
+from clusterclip.engines import map_shards
 from clusterclip.errors import invalid, require_extra
-from clusterclip.io import WorkDir, human_bytes
+from clusterclip.io import human_bytes
 from clusterclip.io.artifacts.schedule import npy_path
-from clusterclip.io.readplan import corpus_plan
 from clusterclip.progress import progress_bar
 
 __all__ = ["MDS_COLUMNS", "export_mds"]
@@ -161,21 +160,14 @@ def export_mds(
             )
     compression = compression or None
     out = check_export_folder(out)
-    options = resolve_options(engine, engine_options)
-    work = WorkDir(workdir)
-    schedule = work.schedule()
+    corpus = TextTasks.open(workdir, engine, engine_options)  # everything checked now
+    work, schedule, mask, tasks = corpus.work, corpus.schedule, corpus.mask, corpus.tasks
     indices = schedule.indices
-    mask = scheduled_mask(indices, work.n_documents())
-    plan, read_options = corpus_plan(work, engine=engine, options=options)  # checked now
-    tasks = {"engine": engine, "options": options}
     with export_folder(out) as tmp:
         staging = tmp.resolve()  # the tasks may run in another folder
         texts, spans_path = staging / _TEXTS, staging / _SPANS
         try:
-            with progress_bar(total=int(mask.sum()), desc="read texts", unit="doc") as bar:
-                worker = functools.partial(TextWorker, read_options)
-                spans = write_in_parts(plan, worker, mask, texts, progress=bar.update, **tasks)
-            np.save(spans_path, spans)
+            spans = corpus.write_texts(texts, spans_path)
             config = mds_config(compression, size_limit)
             cuts = _cut(indices, spans[:, 1] - spans[:, 0], ShardCuts(size_limit, config))
             _say(len(indices), int(mask.sum()), cuts)
