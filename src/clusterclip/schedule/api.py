@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from clusterclip.schedule.policy import (
 from clusterclip.schedule.prepare import Prepared
 from clusterclip.schedule.stream import ScheduleStream, materialise, outside_package, rechunk
 from clusterclip.schedule.units import Units, validate_duplicate_of
+from clusterclip.threads import helper
 
 __all__ = [
     "ScheduleConfig",
@@ -64,6 +66,10 @@ def _prepared(
     """The policy applied to validated inputs: labels, lengths, units, tree and the config."""
     out_of_range = labels_out_of_range(labels)
     labels = validate_labels(labels)
+    # The labels are hashed on the helper thread while their groups are made below
+    # (hashlib and numpy release the GIL); nothing before the end reads the hash.
+    worker = helper()
+    hashing = None if worker is None else worker.submit(labels_fingerprint, labels)
     if levels is not None and not policy.kind.uses_levels:
         raise invalid(
             "levels",
@@ -108,12 +114,15 @@ def _prepared(
         on_exhausted=policy.on_exhausted,
         seed=policy.seed,
         n_documents=int(labels.shape[0]),
-        labels_fingerprint=labels_fingerprint(labels),
+        labels_fingerprint="" if hashing is not None else labels_fingerprint(labels),
         lengths_fingerprint=None if lengths_array is None else fingerprint_array(lengths_array),
         schedule_version=policy.schedule_version,  # resolved by the value
         **optional,
     )
-    return Prepared(labels, lengths_array, config, policy.kind, units, hierarchy)
+    prepared = Prepared(labels, lengths_array, config, policy.kind, units, hierarchy)
+    if hashing is not None:
+        prepared.config = replace(config, labels_fingerprint=hashing.result())
+    return prepared
 
 
 def _weights_for(policy: SchedulePolicy, labels: np.ndarray) -> tuple[float, ...] | None:

@@ -21,12 +21,14 @@ order does not depend on it.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from clusterclip.schedule.planned import draws_below, planned_phases
 from clusterclip.schedule.protocols import Segment
+from clusterclip.threads import helper
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
@@ -202,15 +204,36 @@ class SlabSource:
         self.groups = self.draws = self.clips = np.zeros(0, dtype=np.int64)
         self.clipped = plan == prep.caps  # plan <= caps: these groups end clipped
         self.start = 0
+        # The next slab, made on the helper thread while this one is looked up (a
+        # speed knob only: a slab does not depend on when it is made).
+        self._next: tuple[int, Future] | None = None
+        self._made: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def _load(self, i: int) -> None:
+        made, self._made = self._settle(), None
+        if made is None or made[0] != i:  # not the slab made ahead (a seek)
+            made = (i, self.order.slab_with_lasts(i))
         self.slab = i
         self.slab_start = self.order.slab_start(i)
-        self.groups, self.draws, lasts = self.order.slab_with_lasts(i)
+        self.groups, self.draws, lasts = made[1]
         # A group is clipped at its last planned draw when the plan takes its cap.
         self.clips = lasts[np.take(self.clipped, np.take(self.groups, lasts))]
+        worker = helper()
+        if worker is not None and i + 1 < self.order.n_slabs:
+            self._next = (i + 1, worker.submit(self.order.slab_with_lasts, i + 1))
+
+    def _settle(self) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+        """Wait for the slab being made on the helper thread: then the order is this thread's.
+
+        Returns it (and keeps it for :meth:`_load`) or None.
+        """
+        if self._next is not None:
+            (i, future), self._next = self._next, None
+            self._made = (i, future.result())
+        return self._made
 
     def seek(self, start: int, end: int | None) -> int:
+        self._settle()
         start = min(start, self.order.total)
         i = self.order.slab_of(start)
         if i < self.order.n_slabs:
@@ -219,11 +242,13 @@ class SlabSource:
         return start
 
     def counts_before(self) -> np.ndarray:
+        self._settle()
         return self.order.counts_before(self.start)
 
     def segment(self, g0: int, limit: int | None) -> Segment:
         at = g0 - self.slab_start
         if at >= self.groups.size:  # the next slab (skipping empty ones)
+            self._settle()
             self._load(self.order.slab_of(g0))
             at = g0 - self.slab_start
         stop = min(self.groups.size, at + PIECE)
@@ -235,4 +260,5 @@ class SlabSource:
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions."""
+        self._settle()
         return self.order.counts_before(position)

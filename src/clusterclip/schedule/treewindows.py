@@ -33,6 +33,7 @@ Resuming at position ``p`` replays the chunks before the one holding ``p``
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,6 +54,7 @@ from clusterclip.schedule.windows import (
     ranked_by_sort_with_lasts,
     window_candidates,
 )
+from clusterclip.threads import FasterWay, helper
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
@@ -64,6 +66,8 @@ __all__ = ["CHUNK", "FEW_ENTRIES", "NodeLevel", "TreeSource", "TreeWindows", "tr
 CHUNK = 2**13
 #: Up to this many top entries a window is processed whole (they fit in cache anyway).
 FEW_ENTRIES = 2**13
+#: Positions looked up at once, about (a speed knob only).
+LOOKUP_POSITIONS = 2**16
 _GAMMA = np.uint64(GAMMA)
 _ONE = np.uint64(1)
 _S11 = np.uint64(11)
@@ -432,39 +436,86 @@ class TreeSource:
     def __init__(self, prep: Prepared) -> None:
         self.prep = prep
         self.chooser = TreeWindows(prep.config.seed, prep.weights, prep.caps, prep.tree_paths)
-        self.pending: Window | None = None
-        self.last: Window | None = None  # the latest chunk handed out (whole)
+        self.pending: list[Window] = []  # chosen (counts applied), not handed out yet
+        self.last: Window | None = None  # the latest segment handed out (whole)
+        self.ways = FasterWay()  # 1: look up on the helper thread (a speed knob only)
 
     def seek(self, start: int, end: int | None) -> int:
         while True:
             chunk = self.chooser.next()
             if chunk is None or chunk.start + chunk.size > start:
-                self.pending = chunk
+                self.pending = [] if chunk is None else [chunk]
                 return self.chooser.position if chunk is None else chunk.start
             if end is not None and chunk.start + chunk.size >= end:
-                self.pending = None
+                self.pending = []
                 return self.chooser.position
 
     def counts_before(self) -> np.ndarray:
         counts = self.chooser.counts.copy()
-        if self.pending is not None:  # its counts are applied already
-            np.subtract.at(counts, self.pending.groups, 1)
+        for chunk in self.pending:  # their counts are applied already
+            np.subtract.at(counts, chunk.groups, 1)
         return counts
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
-        chunk, self.pending = self.pending, None
-        if chunk is None:
+    def _choose(self, chunks: list[Window], g0: int, limit: int | None) -> list[Window]:
+        """``chunks`` and the next ones, until about LOOKUP_POSITIONS positions from ``g0``."""
+        size = sum(c.size for c in chunks)
+        end = chunks[-1].start + chunks[-1].size if chunks else g0
+        while size < LOOKUP_POSITIONS and (limit is None or end < limit):
             chunk = self.chooser.next()
-        if chunk is None or chunk.start != g0:  # the caller asks for positions in order
+            if chunk is None:
+                break
+            chunks.append(chunk)
+            size += chunk.size
+            end = chunk.start + chunk.size
+        return chunks
+
+    def segment(self, g0: int, limit: int | None) -> Segment:
+        chunks, self.pending = self._choose(self.pending, g0, limit), []
+        if not chunks or chunks[0].start != g0:  # the caller asks for positions in order
             raise RuntimeError("clusterclip: the chunk source was asked for a gap")
+        chunk = _joined(chunks)
         self.last = chunk
         groups, draws, clips = chunk.groups, chunk.draws, chunk.clips
         if limit is not None and limit - g0 < chunk.size:  # the budget ends inside: a prefix
             n = limit - g0
             groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
-        return self.prep.groups.lookup(groups, draws), groups, clips
+        lookup = self.prep.groups.lookup
+        worker = helper()
+        if limit is not None and g0 + chunk.size >= limit:  # the last segment
+            return lookup(groups, draws), groups, clips
+        # This segment's documents, then the next segment's choice (counts only; it
+        # is pending, as after a seek). On the helper thread the two overlap (numpy
+        # releases the GIL in both; a lookup never reads the counts). Whether that
+        # is faster depends on the machine and its load: measured (self.ways).
+        threaded = worker is not None and self.ways.choose() == 1
+        began = time.perf_counter()
+        if threaded:
+            future = worker.submit(lookup, groups, draws)
+            try:
+                self.pending = self._choose([], g0 + chunk.size, limit)
+            finally:
+                docs = future.result()
+        else:
+            docs = lookup(groups, draws)
+            self.pending = self._choose([], g0 + chunk.size, limit)
+        if worker is not None:
+            self.ways.record(int(threaded), time.perf_counter() - began)
+        return docs, groups, clips
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions (inside the latest chunk)."""
         last = None if self.last is None else (self.last.start, self.last.groups)
         return counts_without_tail(self.counts_before(), last, position)
+
+
+def _joined(chunks: list[Window]) -> Window:
+    """Consecutive chunks as one."""
+    if len(chunks) == 1:
+        return chunks[0]
+    at = np.cumsum([0] + [c.size for c in chunks[:-1]]).tolist()
+    return Window(
+        chunks[0].start,
+        np.concatenate([c.groups for c in chunks]),
+        np.concatenate([c.draws for c in chunks]),
+        np.concatenate([c.clips + a for c, a in zip(chunks, at, strict=True)]),
+    )
