@@ -39,7 +39,7 @@ __all__ = ["PIECE", "SLAB_POSITIONS", "TIME_BITS", "SlabOrder", "SlabSource"]
 TIME_BITS = 40
 #: Positions a segment hands out at most (a speed knob: the lookups of a
 #: segment stay in cache).
-PIECE = 2**13
+PIECE = 2**15
 #: Positions per slab, about: this many, or 4 per cluster when that is more (a
 #: speed knob: each slab costs O(K) besides its positions; the order does not
 #: depend on it).

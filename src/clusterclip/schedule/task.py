@@ -11,8 +11,9 @@ is as small as the cluster count: the file fingerprints, the statistics, the
 settings, the summary numbers and the warnings. On the Ray engine no label and
 no draw passes through the driver; the local engine runs the same worker in
 its own process (and keeps the schedule it built, so the Python caller gets it
-without reading the file back). The draw uses no BLAS and no threads, so the
-files are byte-identical on both engines.
+without reading the file back). The draw uses no BLAS, and what it does on
+its helper thread (lookups, the next slab, the input hash) does not depend on
+when it runs, so the files are byte-identical on both engines.
 """
 
 from __future__ import annotations
