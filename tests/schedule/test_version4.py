@@ -6,12 +6,14 @@ time; here each part is checked on its own, on inputs too large for the oracle:
 * a larger group's pass is its members sorted by ``(mix64(P + (i + 1) GAMMA) >> 32, i)``,
   every pass a permutation, whatever order the draws are asked in;
 * the planned order is every draw sorted by ``(floor(tau * 2**40), cluster, draw)``;
-* chunks, slabs and pieces are speed knobs only: any setting gives the same bytes.
+* chunks, slabs and pieces are speed knobs only: any setting gives the same bytes;
+* so is the helper thread (lookups overlapped with choosing, slabs made ahead).
 """
 
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ import clusterclip.schedule.treewindows as treewindows
 from clusterclip.schedule import build_schedule, iter_schedule
 from clusterclip.schedule.passes import SMALL_PASS, PassTable, pass_orders
 from clusterclip.schedule.planned import planned_phases
+from clusterclip.threads import FasterWay
 
 from .oracle import key_of, step_key
 
@@ -224,6 +227,73 @@ def test_chunks_slabs_and_pieces_change_no_byte(monkeypatch, name):
         )
     )
     assert np.array_equal(resumed, whole.indices[70_001:])
+
+
+class _CountingHelper(ThreadPoolExecutor):
+    """A real one-thread helper that counts the tasks it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.tasks = 0
+
+    def submit(self, *args, **kwargs):
+        self.tasks += 1
+        return super().submit(*args, **kwargs)
+
+
+class _FixedWays(FasterWay):
+    """Every segment looked up on the helper thread, or one in two, whatever the times."""
+
+    def __init__(self, ways: str) -> None:
+        super().__init__()
+        self.ways = ways
+
+    def choose(self) -> int:
+        self.calls += 1
+        return 1 if self.ways == "helper" else self.calls % 2
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_helper_thread_changes_no_byte(monkeypatch, name):
+    """Lookups overlapped with choosing, slabs made ahead and the input hashed on the
+    helper thread, or none of it (one CPU): the same schedule, statistics, config, token
+    budget and resumed stream, in segments and slabs of many sizes."""
+    import clusterclip.schedule.api as api
+
+    labels = _corpus(3000)
+    lengths = np.random.default_rng(3).integers(1, 40, labels.size)
+    monkeypatch.setattr(treewindows, "LOOKUP_POSITIONS", 5000)  # many segments
+    monkeypatch.setattr(slabs, "SLAB_POSITIONS", 1)  # slabs of about 4 K positions
+    monkeypatch.setattr(slabs, "PIECE", 777)
+    extra = {"levels": (labels % 37)[:, None]} if name == "hierarchical" else {}
+    runs = []
+    for ways in ("none", "helper", "alternate"):
+        worker = None if ways == "none" else _CountingHelper()
+        for module in (treewindows, slabs, api):
+            monkeypatch.setattr(module, "helper", lambda worker=worker: worker)
+        monkeypatch.setattr(treewindows, "FasterWay", lambda ways=ways: _FixedWays(ways))
+        whole = _run(name, labels)
+        budget = {k: v for k, v in CASES[name].items() if k != "num_samples"}
+        by_tokens = _quiet(
+            build_schedule, labels, lengths=lengths, num_tokens=1_000_003, seed=5, **budget, **extra
+        )
+        resumed = _quiet(
+            lambda: np.concatenate(
+                list(iter_schedule(labels, start=70_001, seed=5, **CASES[name], **extra))
+            )
+        )
+        runs.append((whole, by_tokens, resumed))
+        if worker is not None:
+            assert worker.tasks > 0  # the helper did some of the work
+            worker.shutdown()
+    first = runs[0]
+    for other in runs[1:]:
+        for mine, theirs in zip(first[:2], other[:2], strict=True):
+            assert np.array_equal(mine.indices, theirs.indices)
+            assert mine.stats.to_dict() == theirs.stats.to_dict()
+            assert mine.config == theirs.config
+        assert np.array_equal(first[2], other[2])
+    assert np.array_equal(first[2], first[0].indices[70_001:])
 
 
 def test_a_lone_top_node_over_every_cluster_is_the_flat_rule():

@@ -209,7 +209,7 @@ class SlabSource:
         self._next: tuple[int, Future] | None = None
         self._made: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
-    def _load(self, i: int) -> None:
+    def _load(self, i: int, limit: int | None = None) -> None:
         made, self._made = self._settle(), None
         if made is None or made[0] != i:  # not the slab made ahead (a seek)
             made = (i, self.order.slab_with_lasts(i))
@@ -219,7 +219,8 @@ class SlabSource:
         # A group is clipped at its last planned draw when the plan takes its cap.
         self.clips = lasts[np.take(self.clipped, np.take(self.groups, lasts))]
         worker = helper()
-        if worker is not None and i + 1 < self.order.n_slabs:
+        needed = limit is None or self.slab_start + self.groups.size < limit
+        if worker is not None and needed and i + 1 < self.order.n_slabs:
             self._next = (i + 1, worker.submit(self.order.slab_with_lasts, i + 1))
 
     def _settle(self) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
@@ -249,7 +250,7 @@ class SlabSource:
         at = g0 - self.slab_start
         if at >= self.groups.size:  # the next slab (skipping empty ones)
             self._settle()
-            self._load(self.order.slab_of(g0))
+            self._load(self.order.slab_of(g0), limit)
             at = g0 - self.slab_start
         stop = min(self.groups.size, at + PIECE)
         if limit is not None:
