@@ -13,7 +13,6 @@ time; here each part is checked on its own, on inputs too large for the oracle:
 from __future__ import annotations
 
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -25,8 +24,8 @@ import clusterclip.schedule.treewindows as treewindows
 from clusterclip.schedule import build_schedule, iter_schedule
 from clusterclip.schedule.passes import SMALL_PASS, PassTable, pass_orders
 from clusterclip.schedule.planned import planned_phases
-from clusterclip.threads import FasterWay
 
+from .helper_thread import CountingHelper, FixedWays
 from .oracle import key_of, step_key
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -229,30 +228,6 @@ def test_chunks_slabs_and_pieces_change_no_byte(monkeypatch, name):
     assert np.array_equal(resumed, whole.indices[70_001:])
 
 
-class _CountingHelper(ThreadPoolExecutor):
-    """A real one-thread helper that counts the tasks it was given."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=1)
-        self.tasks = 0
-
-    def submit(self, *args, **kwargs):
-        self.tasks += 1
-        return super().submit(*args, **kwargs)
-
-
-class _FixedWays(FasterWay):
-    """Every segment looked up on the helper thread, or one in two, whatever the times."""
-
-    def __init__(self, ways: str) -> None:
-        super().__init__()
-        self.ways = ways
-
-    def choose(self) -> int:
-        self.calls += 1
-        return 1 if self.ways == "helper" else self.calls % 2
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_helper_thread_changes_no_byte(monkeypatch, name):
     """Lookups overlapped with choosing, slabs made ahead and the input hashed on the
@@ -268,10 +243,10 @@ def test_the_helper_thread_changes_no_byte(monkeypatch, name):
     extra = {"levels": (labels % 37)[:, None]} if name == "hierarchical" else {}
     runs = []
     for ways in ("none", "helper", "alternate"):
-        worker = None if ways == "none" else _CountingHelper()
+        worker = None if ways == "none" else CountingHelper()
         for module in (treewindows, slabs, api):
             monkeypatch.setattr(module, "helper", lambda worker=worker: worker)
-        monkeypatch.setattr(treewindows, "FasterWay", lambda ways=ways: _FixedWays(ways))
+        monkeypatch.setattr(treewindows, "FasterWay", lambda ways=ways: FixedWays(ways))
         whole = _run(name, labels)
         budget = {k: v for k, v in CASES[name].items() if k != "num_samples"}
         by_tokens = _quiet(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -13,7 +12,8 @@ from hypothesis import strategies as st
 from clusterclip.schedule import windows
 from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence
 from clusterclip.schedule.windows import WINDOW, WindowChooser, ranks_among_equal, ranks_by_sort
-from clusterclip.threads import FasterWay
+
+from .helper_thread import CountingHelper, FixedWays
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -138,30 +138,6 @@ def test_windows_match_a_loop_through_clips_and_compaction(monkeypatch, few_grou
     assert len(set(listed)) == 4  # compacted three times
     assert chooser.counts.tolist() == counts
     assert chooser.n_active == int(np.count_nonzero(np.array(counts) < caps))
-
-
-class CountingHelper(ThreadPoolExecutor):
-    """A real one-thread helper that counts the tasks it was given."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=1)
-        self.tasks = 0
-
-    def submit(self, *args, **kwargs):
-        self.tasks += 1
-        return super().submit(*args, **kwargs)
-
-
-class FixedWays(FasterWay):
-    """Every window on the helper thread, or one in two (whatever the times)."""
-
-    def __init__(self, ways: str) -> None:
-        super().__init__()
-        self.ways = ways
-
-    def choose(self) -> int:
-        self.calls += 1
-        return 1 if self.ways == "helper" else self.calls % 2
 
 
 @pytest.mark.parametrize("max_repeats", [1, 3, None])
