@@ -17,7 +17,7 @@ segment (what the statistics read).
 
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ from clusterclip.schedule.groups import CHOICE_BLOCK
 from clusterclip.schedule.planned import PlannedOrder, planned_phases
 from clusterclip.schedule.protocols import GroupedTable, Segment
 from clusterclip.schedule.windows import Window, WindowChooser
-from clusterclip.threads import FasterWay, helper
+from clusterclip.threads import FasterWay, helper, overlapped
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
@@ -152,30 +152,17 @@ class WindowSource:
             order = None if order is None else order[order < n]
         lookup = self.prep.groups.lookup
         if order is None:
-            task = (lookup, groups, draws)
+            task = functools.partial(lookup, groups, draws)
         else:
-            task = (_lookup_in_order, lookup, groups, draws, order)
+            task = functools.partial(_lookup_in_order, lookup, groups, draws, order)
         if limit is not None and window.start + window.size >= limit:  # the last window
-            return task[0](*task[1:]), groups, clips
+            return task(), groups, clips
         # This window's documents, then the next window's choice (counts only; it is
         # pending, as after a seek). With a helper thread the two can overlap (numpy
         # releases the GIL in both): the helper looks up while this thread chooses.
         # Whether that is faster depends on the machine's load: measured, window by
         # window (self.ways). The same schedule either way: lookups do not read counts.
-        worker = helper()
-        threaded = worker is not None and self.ways.choose() == 1
-        began = time.perf_counter()
-        if threaded:
-            future = worker.submit(*task)
-            try:
-                self.pending = self.chooser.next()
-            finally:
-                docs = future.result()
-        else:
-            docs = task[0](*task[1:])
-            self.pending = self.chooser.next()
-        if worker is not None:
-            self.ways.record(int(threaded), time.perf_counter() - began)
+        docs, self.pending = overlapped(helper(), self.ways, task, self.chooser.next)
         return docs, groups, clips
 
     def drawn_before(self, position: int) -> np.ndarray:

@@ -33,7 +33,6 @@ Resuming at position ``p`` replays the chunks before the one holding ``p``
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,7 +53,7 @@ from clusterclip.schedule.windows import (
     ranked_by_sort_with_lasts,
     window_candidates,
 )
-from clusterclip.threads import FasterWay, helper
+from clusterclip.threads import FasterWay, helper, overlapped
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
@@ -480,26 +479,18 @@ class TreeSource:
             n = limit - g0
             groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
         lookup = self.prep.groups.lookup
-        worker = helper()
         if limit is not None and g0 + chunk.size >= limit:  # the last segment
             return lookup(groups, draws), groups, clips
         # This segment's documents, then the next segment's choice (counts only; it
         # is pending, as after a seek). On the helper thread the two overlap (numpy
         # releases the GIL in both; a lookup never reads the counts). Whether that
         # is faster depends on the machine and its load: measured (self.ways).
-        threaded = worker is not None and self.ways.choose() == 1
-        began = time.perf_counter()
-        if threaded:
-            future = worker.submit(lookup, groups, draws)
-            try:
-                self.pending = self._choose([], g0 + chunk.size, limit)
-            finally:
-                docs = future.result()
-        else:
-            docs = lookup(groups, draws)
-            self.pending = self._choose([], g0 + chunk.size, limit)
-        if worker is not None:
-            self.ways.record(int(threaded), time.perf_counter() - began)
+        docs, self.pending = overlapped(
+            helper(),
+            self.ways,
+            lambda: lookup(groups, draws),
+            lambda: self._choose([], g0 + chunk.size, limit),
+        )
         return docs, groups, clips
 
     def drawn_before(self, position: int) -> np.ndarray:
