@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from clusterclip.schedule.sorting import SHORT_BITS, quicksort_is_slow, radix_order
+
 __all__ = [
     "LABEL_CHUNK",
     "NO_CAP",
@@ -140,6 +142,11 @@ def grouped_by_label(
     result, beyond the labels.
     """
     n = labels.shape[0]
+    by_radix = _grouped_by_radix(labels, max_label)
+    if by_radix is None:
+        by_radix = _grouped_by_counts(labels, max_label)
+    if by_radix is not None:
+        return by_radix
     bits = max(n - 1, 1).bit_length()
     if max_label >= 2 ** (63 - bits):
         return None
@@ -168,6 +175,81 @@ def grouped_by_label(
     ids = packed[skipped + starts] >> bits
     sizes = np.diff(starts, append=members.size)
     return ids, sizes, members
+
+
+def _grouped_by_radix(
+    labels: np.ndarray, max_label: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`grouped_by_label` by one radix pass over ``label + 1`` (None: labels too wide).
+
+    The stable order of the labels is the documents grouped by label, ascending
+    inside a label: the same result as the packed sort.
+    """
+    n = labels.shape[0]
+    if max_label + 2 > 2**SHORT_BITS or n == 0:  # more passes over N cost more than a sort
+        return None
+    keys = np.empty(n, dtype=np.uint16)
+    for start, part in label_chunks(labels):
+        keys[start : start + part.size] = np.maximum(part, -1) + 1  # negative: 0, first
+    order = np.argsort(keys, kind="stable")  # one radix pass
+    ordered = np.take(keys, order)
+    skipped = int(np.searchsorted(ordered, 1))
+    members = order[skipped:].astype(member_dtype(n))
+    del order
+    ordered = ordered[skipped:]
+    head = np.empty(ordered.size, dtype=bool)
+    head[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+    starts = np.flatnonzero(head)
+    ids = ordered[starts].astype(np.int64) - 1
+    sizes = np.diff(starts, append=members.size)
+    return ids, sizes, members
+
+
+#: Labels ordered at once by :func:`_grouped_by_counts` (a chunk stays in cache).
+_COUNT_CHUNK = 2**16
+
+
+def _grouped_by_counts(
+    labels: np.ndarray, max_label: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`grouped_by_label` by counts, for dense ids where numpy's sort is the slow one.
+
+    Each cluster's documents start where the counts of the clusters before it
+    end; chunk after chunk, each chunk's documents are ordered by label (radix
+    passes, in cache) and written after the ones of earlier chunks. The same
+    result as the packed sort. None where the ids are sparse, wider than 32
+    bits, or the sort is fast here (:func:`~clusterclip.schedule.sorting.quicksort_is_slow`).
+    """
+    n = labels.shape[0]
+    if not is_dense(labels, max_label) or max_label + 2 > 2**32 or not quicksort_is_slow():
+        return None
+    counts = np.zeros(max_label + 2, dtype=np.int64)  # of label + 1 (0: negative labels)
+    for _, part in label_chunks(labels):
+        counts += np.bincount(np.maximum(part, -1) + 1, minlength=max_label + 2)
+    skipped = int(counts[0])
+    following = np.cumsum(counts) - counts - skipped  # where each label's next document goes
+    members = np.empty(n - skipped, dtype=member_dtype(n))
+    bits = (max_label + 1).bit_length()
+    for start in range(0, n, _COUNT_CHUNK):
+        part = np.maximum(labels[start : start + _COUNT_CHUNK], -1).astype(np.int64)
+        part += 1
+        order = radix_order(part, bits)
+        ordered = np.take(part, order)
+        head = np.empty(ordered.size, dtype=bool)
+        head[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+        heads = np.flatnonzero(head)
+        runs = np.diff(heads, append=ordered.size)
+        label = ordered[heads]
+        where = np.arange(ordered.size, dtype=np.int64)
+        where += np.repeat(np.take(following, label) - heads, runs)
+        following[label] += runs
+        first = int(np.searchsorted(ordered, 1))  # negative labels are not members
+        order += start
+        members[where[first:]] = order[first:]
+    ids = np.flatnonzero(counts[1:])
+    return ids.astype(np.int64), counts[1:][ids], members
 
 
 def group_caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:

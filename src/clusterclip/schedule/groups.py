@@ -36,6 +36,7 @@ from clusterclip.schedule.seeds import (
     pcg64_seeds,
     seed_sequence,
 )
+from clusterclip.schedule.sorting import stable_order
 
 if TYPE_CHECKING:
     from clusterclip.schedule.protocols import GroupTable
@@ -78,7 +79,8 @@ CACHE_SLOTS = 2**24
 def sorted_with_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Non-negative int64 ``values`` sorted, and ``np.argsort(values, kind="stable")``.
 
-    One quicksort of ``value << b | position`` (``b = bit_length(n - 1)``),
+    Radix passes of 16-bit digits where they pay (:func:`~clusterclip.schedule.sorting.stable_order`),
+    else one quicksort of ``value << b | position`` (``b = bit_length(n - 1)``),
     several times faster than numpy's stable sort of int64 (a merge sort);
     values too large to pack beside a position take the stable sort.
 
@@ -86,6 +88,9 @@ def sorted_with_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     [[0, 1, 1, 3, 3], [3, 1, 4, 0, 2]]
     """
     n = values.size
+    order = stable_order(values) if n else None
+    if order is not None:  # radix passes (clusterclip.schedule.sorting)
+        return np.take(values, order), order
     bits = max(n - 1, 1).bit_length()
     if n == 0 or int(values.max()) >= 2 ** (63 - bits):
         order = np.argsort(values, kind="stable")

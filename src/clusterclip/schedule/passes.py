@@ -38,6 +38,7 @@ import numpy as np
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64, pass_keys
 from clusterclip.schedule.groups import tokens_by_lookup
 from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, seed_sequence
+from clusterclip.schedule.sorting import SHORT_BITS, quicksort_is_slow, radix_order
 
 __all__ = ["KEY_BITS", "SMALL_PASS", "TABLE_ROWS", "PassTable", "pass_orders"]
 
@@ -119,6 +120,9 @@ def _sort_batch(keys: np.ndarray, sizes: np.ndarray, width: int, out: np.ndarray
     The keys are made ``_BATCH`` at a time (each step stays in cache), then sorted at once.
     """
     n = out.size
+    if sizes.size < 2**SHORT_BITS and quicksort_is_slow():
+        _radix_batch(keys, sizes, out)
+        return
     packed = out  # filled in place, sorted, then reduced to the positions
     if sizes.size == 1:
         for first in range(0, n, _BATCH):
@@ -135,15 +139,42 @@ def _sort_batch(keys: np.ndarray, sizes: np.ndarray, width: int, out: np.ndarray
     packed &= (1 << width) - 1
 
 
-def _packed_keys(key: np.ndarray, position: np.ndarray, width: int, out: np.ndarray) -> None:
-    """``(mix64(key + (position + 1) * GAMMA) >> 32) << width | position`` into ``out``."""
+def _radix_batch(keys: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
+    """:func:`_sort_batch` by radix passes: stable by sort key, then stable by pass.
+
+    The same order as the packed sort (positions ascend inside a pass before
+    the passes, so ties of the key keep position order), for machines where
+    numpy's sort of int64 is the slow one (:func:`~clusterclip.schedule.sorting.quicksort_is_slow`).
+    """
+    starts = np.cumsum(sizes) - sizes
+    if sizes.size == 1:
+        order = radix_order(_sort_keys(keys[0], np.arange(out.size, dtype=np.int64)), KEY_BITS)
+        out[:] = order
+        return
+    owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    position = np.arange(out.size, dtype=np.int64)
+    position -= np.take(starts, owner)
+    order = radix_order(_sort_keys(np.take(keys, owner), position), KEY_BITS)
+    by_pass = np.argsort(np.take(owner, order).astype(np.uint16), kind="stable")
+    order = np.take(order, by_pass)  # the batch's entries, by pass, then key, then position
+    order -= np.take(starts, owner)  # owner is ascending: pass j's entries start at starts[j]
+    out[:] = order
+
+
+def _sort_keys(key: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """``mix64(key + (position + 1) * GAMMA) >> 32`` (int64): the members' sort keys."""
     word = position.astype(np.uint64)
     word += _ONE
     word *= _GAMMA
     word += key
     mix64(word)
     word >>= _DROP  # the key's high KEY_BITS bits
-    packed = word.view(np.int64)
+    return word.view(np.int64)
+
+
+def _packed_keys(key: np.ndarray, position: np.ndarray, width: int, out: np.ndarray) -> None:
+    """``(mix64(key + (position + 1) * GAMMA) >> 32) << width | position`` into ``out``."""
+    packed = _sort_keys(key, position)
     packed <<= width
     packed |= position
     out[:] = packed

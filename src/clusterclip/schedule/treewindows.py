@@ -43,6 +43,7 @@ from clusterclip.schedule.grouping import NO_CAP
 from clusterclip.schedule.groups import sorted_with_order
 from clusterclip.schedule.protocols import Segment
 from clusterclip.schedule.seeds import PURPOSE_TREE
+from clusterclip.schedule.sorting import stable_order
 from clusterclip.schedule.sources import counts_without_tail
 from clusterclip.schedule.windows import (
     WINDOW,
@@ -423,10 +424,9 @@ def _ranks_of_small(values: np.ndarray) -> np.ndarray:
 
 
 def _by_node(entries: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Positions ordered by (node, position): a radix sort of 16-bit nodes, else a packed sort."""
-    if n_nodes <= 2**16:
-        return np.argsort(entries.astype(np.uint16), kind="stable")
-    return sorted_with_order(entries)[1]
+    """Positions ordered by (node, position): radix passes where they pay, else a packed sort."""
+    order = stable_order(entries, bound=n_nodes)
+    return order if order is not None else sorted_with_order(entries)[1]
 
 
 class TreeSource:
