@@ -28,6 +28,7 @@ import numpy as np
 
 from clusterclip.schedule.planned import draws_below, planned_phases
 from clusterclip.schedule.protocols import Segment
+from clusterclip.schedule.sorting import stable_order
 from clusterclip.threads import helper
 
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
@@ -178,6 +179,11 @@ def _by_time(time: np.ndarray, n: int, entries: np.ndarray) -> tuple[np.ndarray,
     """
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = stable_order(time)
+    if order is not None:  # radix passes, where they pay
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        return order, np.sort(np.take(rank, entries))
     width = max(n - 1, 1).bit_length()
     if int(time.max()).bit_length() + width > 63:
         order = np.lexsort((np.arange(n), time))

@@ -32,6 +32,8 @@ __all__ = ["SHORT_BITS", "quicksort_is_slow", "radix_order", "radix_passes", "st
 #: Values below 2**SHORT_BITS take one radix pass.
 SHORT_BITS = 16
 _DIGIT = np.int64(2**SHORT_BITS - 1)
+#: Most values ordered by three passes (more leave the cache: a sort is faster).
+_THREE_PASSES = 2**20
 #: Keys in the probe (a chunk of the sizes the schedule sorts).
 _PROBE = 2**16
 
@@ -116,8 +118,9 @@ def stable_order(values: np.ndarray, bound: int | None = None) -> np.ndarray | N
     Returns
     -------
     ndarray of int64, or None
-        The order when values are below 2**16, or below 2**32 on a machine where
-        :func:`quicksort_is_slow`; None otherwise (the caller sorts).
+        The order when values are below 2**16, or on a machine where
+        :func:`quicksort_is_slow` below 2**32 (below 2**48 for at most 2**20
+        values); None otherwise (the caller sorts).
 
     Examples
     --------
@@ -129,6 +132,7 @@ def stable_order(values: np.ndarray, bound: int | None = None) -> np.ndarray | N
     bits = max(bound - 1, 1).bit_length()
     if bits <= SHORT_BITS:
         return np.argsort(values.astype(np.uint16), kind="stable")
-    if bits <= 2 * SHORT_BITS and quicksort_is_slow():
+    passes = -(-bits // SHORT_BITS)
+    if (passes <= 2 or (passes == 3 and values.size <= _THREE_PASSES)) and quicksort_is_slow():
         return radix_order(values, bits)
     return None
