@@ -75,12 +75,15 @@ class SlabOrder:
         wanted = max(1, -(-self.total // target))
         self.n_slabs = min(2 ** (wanted - 1).bit_length(), 2**20)
         self._starts: dict[int, int] = {0: 0, self.n_slabs: self.total}
-        self._last: tuple[float, np.ndarray] | None = None  # the latest below(x), for the next slab
+        # The latest below(x), for the next slab. Two threads may make slabs at once
+        # (the first two): each reads this tuple once and only replaces it whole.
+        self._last: tuple[float, np.ndarray] | None = None
 
     def below(self, x: float) -> np.ndarray:
         """Exact count of draws of each appearing cluster with ``tau < x`` (a new array)."""
-        if self._last is not None and self._last[0] == x:  # the previous slab's end
-            return self._last[1].copy()
+        last = self._last  # one read: the helper thread may set it meanwhile
+        if last is not None and last[0] == x:  # the previous slab's end
+            return last[1].copy()
         count = self._below(x)
         self._last = (x, count)
         return count.copy()
@@ -217,20 +220,27 @@ class SlabSource:
 
     def _load(self, i: int, limit: int | None = None) -> None:
         made, self._made = self._settle(), None
-        if made is None or made[0] != i:  # not the slab made ahead (a seek)
+        worker = helper()
+        if made is None or made[0] != i:  # not the slab made ahead (a seek, or the first)
+            if worker is not None and self._needed(i + 1, limit):  # both slabs at once
+                self._next = (i + 1, worker.submit(self.order.slab_with_lasts, i + 1))
             made = (i, self.order.slab_with_lasts(i))
         self.slab = i
         self.slab_start = self.order.slab_start(i)
         self.groups, self.draws, lasts = made[1]
         # A group is clipped at its last planned draw when the plan takes its cap.
         self.clips = lasts[np.take(self.clipped, np.take(self.groups, lasts))]
-        worker = helper()
-        needed = limit is None or self.slab_start + self.groups.size < limit
-        if worker is not None and needed and i + 1 < self.order.n_slabs:
+        if worker is not None and self._next is None and self._needed(i + 1, limit):
             self._next = (i + 1, worker.submit(self.order.slab_with_lasts, i + 1))
 
+    def _needed(self, i: int, limit: int | None) -> bool:
+        """Whether slab ``i`` exists and starts before ``limit`` (then it is worth making ahead)."""
+        if i >= self.order.n_slabs:
+            return False
+        return limit is None or self.order.slab_start(i) < limit
+
     def _settle(self) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
-        """Wait for the slab being made on the helper thread: then the order is this thread's.
+        """Wait for the slab being made on the helper thread.
 
         Returns it (and keeps it for :meth:`_load`) or None.
         """
