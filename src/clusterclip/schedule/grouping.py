@@ -180,14 +180,14 @@ def grouped_by_label(
 def _grouped_by_radix(
     labels: np.ndarray, max_label: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`grouped_by_label` by one radix pass over ``label + 1`` (None: labels too wide).
+    """:func:`grouped_by_label` by one radix pass over ``label + 1``, where the sort is slow.
 
     The stable order of the labels is the documents grouped by label, ascending
     inside a label: the same result as the packed sort.
     """
     n = labels.shape[0]
-    if max_label + 2 > 2**SHORT_BITS or n == 0:  # more passes over N cost more than a sort
-        return None
+    if max_label + 2 > 2**SHORT_BITS or n == 0 or not quicksort_is_slow():
+        return None  # numpy's AVX2 sort of N packed keys is faster (not so on Zen 4)
     keys = np.empty(n, dtype=np.uint16)
     for start, part in label_chunks(labels):
         keys[start : start + part.size] = np.maximum(part, -1) + 1  # negative: 0, first

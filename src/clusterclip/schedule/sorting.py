@@ -11,9 +11,9 @@ Zen 4 its AVX-512 kernel (compress-stores, microcoded there) sorted 10^7 int64
 in 0.65-0.80 s where numpy's AVX2 kernel took 0.15-0.25 s on the same machine
 (docs/performance.md, "numpy's sort on Zen 4"). So:
 
-* values below 2**16 are ordered by one radix pass on every CPU (faster than a
-  sort of packed ``value << b | position`` keys, with either kernel);
-* wider values take two or three radix passes (:func:`radix_order`) only where
+* up to 2**20 values below 2**16 are ordered by one radix pass on every CPU
+  (faster than a sort of packed ``value << b | position`` keys, with either kernel);
+* more of them, or wider values, take radix passes (:func:`radix_order`) only where
   numpy's sort of int64 is the slow one (:func:`quicksort_is_slow`, a probe run
   once per process: it changes speed, never a result).
 """
@@ -32,8 +32,9 @@ __all__ = ["SHORT_BITS", "quicksort_is_slow", "radix_order", "radix_passes", "st
 #: Values below 2**SHORT_BITS take one radix pass.
 SHORT_BITS = 16
 _DIGIT = np.int64(2**SHORT_BITS - 1)
-#: Most values ordered by three passes (more leave the cache: a sort is faster).
-_THREE_PASSES = 2**20
+#: Most values ordered by one pass on every machine, or by three passes where the
+#: sort is slow: more leave the cache, and a sort is faster.
+_FEW = 2**20
 #: Keys in the probe (a chunk of the sizes the schedule sorts).
 _PROBE = 2**16
 
@@ -118,9 +119,9 @@ def stable_order(values: np.ndarray, bound: int | None = None) -> np.ndarray | N
     Returns
     -------
     ndarray of int64, or None
-        The order when values are below 2**16, or on a machine where
-        :func:`quicksort_is_slow` below 2**32 (below 2**48 for at most 2**20
-        values); None otherwise (the caller sorts).
+        The order of up to 2**20 values below 2**16, or on a machine where
+        :func:`quicksort_is_slow` of values below 2**32 (below 2**48 for up to
+        2**20 values); None otherwise (the caller sorts).
 
     Examples
     --------
@@ -130,9 +131,9 @@ def stable_order(values: np.ndarray, bound: int | None = None) -> np.ndarray | N
     if bound is None:
         bound = int(values.max()) + 1 if values.size else 0
     bits = max(bound - 1, 1).bit_length()
-    if bits <= SHORT_BITS:
-        return np.argsort(values.astype(np.uint16), kind="stable")
     passes = -(-bits // SHORT_BITS)
-    if (passes <= 2 or (passes == 3 and values.size <= _THREE_PASSES)) and quicksort_is_slow():
+    if passes == 1 and values.size <= _FEW:
+        return np.argsort(values.astype(np.uint16), kind="stable")
+    if (passes <= 2 or (passes == 3 and values.size <= _FEW)) and quicksort_is_slow():
         return radix_order(values, bits)
     return None
