@@ -36,6 +36,8 @@ Run::
     PYTHONPATH=src python benchmarks/bench_schedule.py --table --rounds 3
     PYTHONPATH=src python benchmarks/bench_schedule.py --table --policies clusterclip,random
     ... --schedule-version 1   # an older draw rule (default: the rule of new schedules)
+    PYTHONPATH=src python benchmarks/bench_schedule.py --profile --clusters 100000 \
+        --order online --max-repeats 4 --one-cpu   # where one build's time goes
 """
 
 from __future__ import annotations
@@ -344,6 +346,51 @@ def table(args: argparse.Namespace) -> None:
     print(f"largest ratio (best build / best permutation): {worst:.2f}  (target <= 3)")
 
 
+def profile(args: argparse.Namespace) -> None:
+    """Where one build of a --table cell spends its time (cProfile of the main thread).
+
+    The second of two builds is profiled (the first loads what a process loads once).
+    With ``--one-cpu`` the process runs on one CPU, so the build has no helper thread
+    and the profile sees all of its work.
+    """
+    import cProfile
+    import pstats
+
+    if args.one_cpu:
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    clusters = args.clusters or 100_000
+    repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
+    labels, levels = table_corpus(clusters, args.policy)
+    kwargs = {"alpha": 0.5} if args.policy == "temperature" else {}
+    if levels is not None:
+        kwargs["levels"] = levels
+    draws = args.draws or table_draws(clusters, args.policy, repeats)
+
+    def build() -> None:
+        build_schedule(
+            labels,
+            policy=args.policy,
+            max_repeats=repeats,
+            num_samples=draws,
+            order=args.order,
+            seed=0,
+            schedule_version=VERSION,
+            **kwargs,
+        )
+
+    build()
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(build)
+    wall = time.perf_counter() - start
+    cpus = "one CPU" if args.one_cpu else f"{len(os.sched_getaffinity(0))} CPUs"
+    print(
+        f"CPU: {cpu_model()}; {args.policy}, K={clusters:,}, {args.order}, R={args.max_repeats}, "
+        f"T={draws:,}, on {cpus}: {wall:.2f} s under the profiler"
+    )
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N=1M, K=500, T=5M")
@@ -380,9 +427,20 @@ def main() -> None:
         "--schedule-version", type=int, default=None, help="draw rule (default: the default rule)"
     )
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (best kept)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile one build of the --table corpus (--clusters, --order, --max-repeats)",
+    )
+    parser.add_argument(
+        "--one-cpu", action="store_true", help="--profile: on one CPU (no helper thread)"
+    )
     args = parser.parse_args()
     global VERSION
     VERSION = args.schedule_version
+    if args.profile:
+        profile(args)
+        return
     if args.child == "table":
         table_child(args)
         return

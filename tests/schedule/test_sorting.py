@@ -41,6 +41,14 @@ def test_radix_order_is_the_stable_argsort(data):
     assert np.array_equal(radix_order(data, bits), expected)
 
 
+@pytest.mark.parametrize(("bits", "top"), [(17, 2**17), (32, 2**32), (44, 2**44), (32, 9)])
+def test_radix_order_of_many_values_is_the_stable_argsort(bits, top):
+    """More than 2**20 values: split by the top 8 bits first, then ordered part by part."""
+    data = np.random.default_rng(bits).integers(0, top, 2**20 + 4099, dtype=np.int64)
+    data[::7] = data[3]  # ties across the parts' boundaries too
+    assert np.array_equal(radix_order(data, bits), np.argsort(data, kind="stable"))
+
+
 @SETTINGS
 @given(values(), st.booleans())
 def test_stable_order_and_sorted_with_order_either_way(data, radix):

@@ -21,7 +21,7 @@ order does not depend on it.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,13 +34,16 @@ from clusterclip.threads import helper
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["PIECE", "SLAB_POSITIONS", "TIME_BITS", "SlabOrder", "SlabSource"]
+__all__ = ["AHEAD", "PIECE", "SLAB_POSITIONS", "TIME_BITS", "SlabOrder", "SlabSource"]
 
 #: Bits of the time grid the draws are ordered on (part of SCHEDULE_VERSION 4).
 TIME_BITS = 40
 #: Positions a segment hands out at most (a speed knob: the lookups of a
 #: segment stay in cache).
 PIECE = 2**15
+#: Slabs made ahead on the helper thread, at most (a speed knob: each holds its
+#: positions' groups and draws).
+AHEAD = 2
 #: Positions per slab, about: this many, or 4 per cluster when that is more (a
 #: speed knob: each slab costs O(K) besides its positions; the order does not
 #: depend on it).
@@ -213,25 +216,39 @@ class SlabSource:
         self.groups = self.draws = self.clips = np.zeros(0, dtype=np.int64)
         self.clipped = plan == prep.caps  # plan <= caps: these groups end clipped
         self.start = 0
-        # The next slab, made on the helper thread while this one is looked up (a
-        # speed knob only: a slab does not depend on when it is made).
-        self._next: tuple[int, Future] | None = None
-        self._made: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        # The next slabs, made on the helper thread while this one is looked up (a
+        # speed knob only: a slab does not depend on when it is made), in order.
+        self._ahead: list[tuple[int, Future]] = []
 
     def _load(self, i: int, limit: int | None = None) -> None:
-        made, self._made = self._settle(), None
         worker = helper()
-        if made is None or made[0] != i:  # not the slab made ahead (a seek, or the first)
-            if worker is not None and self._needed(i + 1, limit):  # both slabs at once
-                self._next = (i + 1, worker.submit(self.order.slab_with_lasts, i + 1))
-            made = (i, self.order.slab_with_lasts(i))
+        while self._ahead and self._ahead[0][0] < i:  # empty slabs skipped
+            self._ahead.pop(0)[1].result()
+        if self._ahead and self._ahead[0][0] == i:
+            slab = self._ahead.pop(0)[1].result()
+        else:  # a seek, or the first slab: the next ones meanwhile, on the helper
+            self._settle()
+            self._ahead = []
+            self._make_ahead(worker, i + 1, limit)
+            slab = self.order.slab_with_lasts(i)
         self.slab = i
         self.slab_start = self.order.slab_start(i)
-        self.groups, self.draws, lasts = made[1]
+        self.groups, self.draws, lasts = slab
         # A group is clipped at its last planned draw when the plan takes its cap.
         self.clips = lasts[np.take(self.clipped, np.take(self.groups, lasts))]
-        if worker is not None and self._next is None and self._needed(i + 1, limit):
-            self._next = (i + 1, worker.submit(self.order.slab_with_lasts, i + 1))
+        self._make_ahead(worker, i + 1, limit)
+
+    def _make_ahead(self, worker: Executor | None, first: int, limit: int | None) -> None:
+        """Keep the slabs after ``first - 1``, up to ``AHEAD`` of them, being made on the helper.
+
+        A slab past ``limit`` (the budget) is not made: it would not be read.
+        """
+        if worker is None:
+            return
+        wanted = self._ahead[-1][0] + 1 if self._ahead else first
+        while len(self._ahead) < AHEAD and self._needed(wanted, limit):
+            self._ahead.append((wanted, worker.submit(self.order.slab_with_lasts, wanted)))
+            wanted += 1
 
     def _needed(self, i: int, limit: int | None) -> bool:
         """Whether slab ``i`` exists and starts before ``limit`` (then it is worth making ahead)."""
@@ -239,15 +256,10 @@ class SlabSource:
             return False
         return limit is None or self.order.slab_start(i) < limit
 
-    def _settle(self) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
-        """Wait for the slab being made on the helper thread.
-
-        Returns it (and keeps it for :meth:`_load`) or None.
-        """
-        if self._next is not None:
-            (i, future), self._next = self._next, None
-            self._made = (i, future.result())
-        return self._made
+    def _settle(self) -> None:
+        """Wait for the slabs being made on the helper thread (they are kept)."""
+        for _, future in self._ahead:
+            future.result()
 
     def seek(self, start: int, end: int | None) -> int:
         self._settle()
@@ -265,7 +277,6 @@ class SlabSource:
     def segment(self, g0: int, limit: int | None) -> Segment:
         at = g0 - self.slab_start
         if at >= self.groups.size:  # the next slab (skipping empty ones)
-            self._settle()
             self._load(self.order.slab_of(g0), limit)
             at = g0 - self.slab_start
         stop = min(self.groups.size, at + PIECE)

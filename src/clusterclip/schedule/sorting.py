@@ -32,8 +32,8 @@ __all__ = ["SHORT_BITS", "quicksort_is_slow", "radix_order", "radix_passes", "st
 #: Values below 2**SHORT_BITS take one radix pass.
 SHORT_BITS = 16
 _DIGIT = np.int64(2**SHORT_BITS - 1)
-#: Most values ordered by one pass on every machine, or by three passes where the
-#: sort is slow: more leave the cache, and a sort is faster.
+#: Most values ordered by one pass on every machine (more leave the cache: numpy's
+#: AVX2 sort is faster), and most ordered in one piece by :func:`radix_order`.
 _FEW = 2**20
 #: Keys in the probe (a chunk of the sizes the schedule sorts).
 _PROBE = 2**16
@@ -43,10 +43,14 @@ def radix_order(values: np.ndarray, bits: int) -> np.ndarray:
     """``np.argsort(values, kind="stable")`` for non-negative int64 below ``2**bits``.
 
     One stable radix pass of numpy per 16-bit digit, least significant first.
+    More than ``2**20`` values of more than 16 bits are first split by their top
+    8 bits (one pass), then each part is ordered by the rest while it is in cache.
 
     >>> radix_order(np.array([70000, 3, 70000, 2, 3]), 17).tolist()
     [3, 1, 4, 0, 2]
     """
+    if values.size > _FEW and bits > SHORT_BITS:
+        return _split_order(values, bits)
     order = np.argsort((values & _DIGIT).astype(np.uint16), kind="stable")
     for shift in range(SHORT_BITS, max(bits, 1), SHORT_BITS):
         digit = np.take(values, order)
@@ -66,6 +70,27 @@ def quicksort_is_slow() -> bool:
     True
     """
     return _probe() if _FORCED is None else _FORCED
+
+
+def _split_order(values: np.ndarray, bits: int) -> np.ndarray:
+    """:func:`radix_order` of many values: by the top 8 bits, then each part by the rest.
+
+    The split is a stable pass, so entries of equal value keep their order in a
+    part, and the part's own stable order keeps it too.
+    """
+    shift = bits - 8
+    top = (values >> shift).astype(np.uint8)
+    order = np.argsort(top, kind="stable")
+    ends = np.cumsum(np.bincount(top, minlength=256)).tolist()
+    rest = np.take(values, order)
+    rest &= (1 << shift) - 1
+    start = 0
+    for end in ends:
+        if end - start > 1:
+            part = order[start:end]
+            part[:] = np.take(part, radix_order(rest[start:end], shift))
+        start = end
+    return order
 
 
 @contextmanager
@@ -120,8 +145,8 @@ def stable_order(values: np.ndarray, bound: int | None = None) -> np.ndarray | N
     -------
     ndarray of int64, or None
         The order of up to 2**20 values below 2**16, or on a machine where
-        :func:`quicksort_is_slow` of values below 2**32 (below 2**48 for up to
-        2**20 values); None otherwise (the caller sorts).
+        :func:`quicksort_is_slow` of values below 2**48; None otherwise (the
+        caller sorts).
 
     Examples
     --------
@@ -134,6 +159,6 @@ def stable_order(values: np.ndarray, bound: int | None = None) -> np.ndarray | N
     passes = -(-bits // SHORT_BITS)
     if passes == 1 and values.size <= _FEW:
         return np.argsort(values.astype(np.uint16), kind="stable")
-    if (passes <= 2 or (passes == 3 and values.size <= _FEW)) and quicksort_is_slow():
+    if passes <= 3 and quicksort_is_slow():
         return radix_order(values, bits)
     return None
