@@ -8,8 +8,9 @@ bytes of a schedule never depend on it.
 numpy sorts 16-bit integers stably with a radix sort (one pass, O(n)); for wider
 ones it uses a vectorised quicksort whose speed depends on the CPU. On an AMD
 Zen 4 its AVX-512 kernel (compress-stores, microcoded there) sorted 10^7 int64
-in 0.65-0.80 s where numpy's AVX2 kernel took 0.15-0.25 s on the same machine
-(docs/performance.md, "numpy's sort on Zen 4"). So:
+in 0.64 s where numpy's AVX2 kernel took 0.12 s on the same machine
+(``benchmarks/bench_sorts.py --both``; docs/performance.md, "The same table on an
+AMD EPYC Zen 4"). So:
 
 * up to 2**20 values below 2**16 are ordered by one radix pass on every CPU
   (faster than a sort of packed ``value << b | position`` keys, with either kernel);
