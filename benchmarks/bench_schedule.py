@@ -250,6 +250,23 @@ def table_draws(n_clusters: int, policy: str, repeats: int | None) -> int:
     return min(TABLE_DRAWS, repeats * TABLE_DOCUMENTS)
 
 
+def table_build(labels, levels, policy: str, repeats: int | None, draws: int, order: str):
+    """One build of a --table cell (its policy's options, seed 0, the chosen version)."""
+    kwargs = {"alpha": 0.5} if policy == "temperature" else {}
+    if levels is not None:
+        kwargs["levels"] = levels
+    return build_schedule(
+        labels,
+        policy=policy,
+        max_repeats=repeats,
+        num_samples=draws,
+        order=order,
+        seed=0,
+        schedule_version=VERSION,
+        **kwargs,
+    )
+
+
 def table_child(args: argparse.Namespace) -> None:
     """One measured build (or permutation) of the --table grid in this fresh process."""
     repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
@@ -262,19 +279,7 @@ def table_child(args: argparse.Namespace) -> None:
     if labels is None:
         np.random.default_rng(0).permutation(draws)
     else:
-        kwargs = {"alpha": 0.5} if args.policy == "temperature" else {}
-        if levels is not None:
-            kwargs["levels"] = levels
-        schedule = build_schedule(
-            labels,
-            policy=args.policy,
-            max_repeats=repeats,
-            num_samples=draws,
-            order=args.order,
-            seed=0,
-            schedule_version=VERSION,
-            **kwargs,
-        )
+        schedule = table_build(labels, levels, args.policy, repeats, draws, args.order)
         assert len(schedule) == draws, (len(schedule), draws)
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # KiB on Linux
@@ -361,22 +366,10 @@ def profile(args: argparse.Namespace) -> None:
     clusters = args.clusters or 100_000
     repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
     labels, levels = table_corpus(clusters, args.policy)
-    kwargs = {"alpha": 0.5} if args.policy == "temperature" else {}
-    if levels is not None:
-        kwargs["levels"] = levels
     draws = args.draws or table_draws(clusters, args.policy, repeats)
 
     def build() -> None:
-        build_schedule(
-            labels,
-            policy=args.policy,
-            max_repeats=repeats,
-            num_samples=draws,
-            order=args.order,
-            seed=0,
-            schedule_version=VERSION,
-            **kwargs,
-        )
+        table_build(labels, levels, args.policy, repeats, draws, args.order)
 
     build()
     profiler = cProfile.Profile()
@@ -411,9 +404,9 @@ def main() -> None:
     parser.add_argument(
         "--table-repeats", default=None, help="--table: comma-separated R (none: no cap)"
     )
-    parser.add_argument("--policy", default="clusterclip", help=argparse.SUPPRESS)
-    parser.add_argument("--order", default="online", help=argparse.SUPPRESS)
-    parser.add_argument("--max-repeats", default="4", help="--many-clusters: R, or none")
+    parser.add_argument("--policy", default="clusterclip", help="--profile: the policy")
+    parser.add_argument("--order", default="online", help="--profile: online or planned")
+    parser.add_argument("--max-repeats", default="4", help="--many-clusters, --profile: R, or none")
     parser.add_argument(
         "--child",
         choices=("permutation", "dense", "sparse", "table"),

@@ -26,29 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
 import numpy as np
 
+from clusterclip.cluster.blas import cpu_model
 from clusterclip.schedule.sorting import quicksort_is_slow, radix_order
 
 N = 10_000_000
 BATCH = 2**17
 AVX2_ONLY = "AVX512_ICL X86_V4"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def best(function, rounds: int = 3) -> float:
