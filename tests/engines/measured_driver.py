@@ -16,6 +16,8 @@ import operator
 import sys
 from pathlib import Path
 
+from tests.engines.results import print_result
+
 
 def _read_bytes() -> int:
     for line in Path("/proc/self/io").read_text().splitlines():
@@ -64,7 +66,7 @@ def main() -> None:
         shard_size=settings["shard_size"], engine=settings["engine"],
         engine_options=settings["engine_options"],
     )  # fmt: skip
-    print(json.dumps({"read_bytes": _read_bytes() - before, "opened": sorted(set(opened))}))
+    print_result({"read_bytes": _read_bytes() - before, "opened": sorted(set(opened))})
 
 
 if __name__ == "__main__":

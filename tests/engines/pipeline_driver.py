@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import sys
 
+from tests.engines.results import print_result
+
 
 def main() -> None:
     settings = json.loads(sys.argv[1])
@@ -50,7 +52,7 @@ def main() -> None:
     if status != 0:
         sys.exit(status)
     summary = read_stage(workdir, "embed")["summary"]
-    print(json.dumps({"shards_resumed": summary.get("shards_resumed", 0)}))
+    print_result({"shards_resumed": summary.get("shards_resumed", 0)})
 
 
 if __name__ == "__main__":

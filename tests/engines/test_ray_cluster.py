@@ -23,6 +23,7 @@ import pytest
 
 import clusterclip
 from tests.engines.conftest import ROOT, local_cluster
+from tests.engines.results import read_result
 
 pytest.importorskip("ray")
 
@@ -72,7 +73,7 @@ def _drive(corpus, workdir: Path, engine: str, engine_options: dict) -> dict:
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return read_result(done.stdout)
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ import pytest
 
 import clusterclip
 from tests.engines.conftest import ROOT, local_cluster
+from tests.engines.results import read_result
 from tests.product_support import require_module as require
 
 pytest.importorskip("ray")
@@ -82,7 +83,7 @@ def _start(settings: dict) -> subprocess.Popen:
 def _finish(driver: subprocess.Popen) -> dict:
     out, err = driver.communicate(timeout=900)
     assert driver.returncode == 0, err[-4000:]
-    return json.loads(out.strip().splitlines()[-1])
+    return read_result(out)
 
 
 def _settings(corpus, root: Path, cluster=None, **hooks) -> dict:
