@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterclip.schedule import build_schedule
+from clusterclip.schedule import build_schedule, grouping
 from clusterclip.schedule.grouping import grouped_by_label
 from clusterclip.schedule.groups import sorted_with_order
 from clusterclip.schedule.passes import pass_orders
@@ -85,7 +85,7 @@ def reference_groups(labels: np.ndarray):
 @pytest.mark.parametrize("excluded", [0.0, 0.3])
 def test_grouped_by_label_is_the_same_either_way(top, excluded):
     rng = np.random.default_rng(top)
-    n = 150_000  # more than one chunk of the counting path, and dense ids up to 70,000
+    n = 300_000  # more than one chunk of the counting path, and dense ids up to 70,000
     labels = rng.integers(0, top + 1, n)
     labels[rng.random(n) < excluded] = -1
     labels[rng.integers(0, n)] = top  # the largest label is present
@@ -97,6 +97,27 @@ def test_grouped_by_label_is_the_same_either_way(top, excluded):
         assert np.array_equal(got[0], ids) and got[0].dtype == np.int64
         assert np.array_equal(got[1], sizes) and got[1].dtype == np.int64
         assert np.array_equal(got[2], members) and got[2].dtype == np.int32
+
+
+@pytest.mark.parametrize("top", [9, 2**16 - 2, 70_000])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_grouped_by_label_in_parts_is_the_same(monkeypatch, top, parts):
+    # The counting path cuts the documents into parts ordered on threads of their
+    # own, one per CPU: each part count must give the same members.
+    monkeypatch.setattr(grouping, "available_cpus", lambda: parts)
+    monkeypatch.setattr(grouping, "_PART_DOCUMENTS", 2**13)
+    monkeypatch.setattr(grouping, "_COUNT_CHUNK", 2**12)  # several chunks per part
+    rng = np.random.default_rng(top + parts)
+    n = 100_001  # dense ids: more documents than the largest label
+    labels = rng.integers(0, top + 1, n)
+    labels[rng.random(n) < 0.2] = -1
+    labels[:100] = 3  # one cluster's documents at the start of the first part only
+    ids, sizes, members = reference_groups(labels)
+    with radix_passes(True):
+        got = grouped_by_label(labels, int(labels.max()))
+    assert got is not None
+    assert np.array_equal(got[0], ids) and np.array_equal(got[1], sizes)
+    assert np.array_equal(got[2], members)
 
 
 @SETTINGS

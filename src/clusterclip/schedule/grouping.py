@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from clusterclip.schedule.sorting import SHORT_BITS, quicksort_is_slow, radix_order
+from clusterclip.threads import available_cpus, spread
 
 __all__ = [
     "LABEL_CHUNK",
@@ -142,11 +143,9 @@ def grouped_by_label(
     result, beyond the labels.
     """
     n = labels.shape[0]
-    by_radix = _grouped_by_radix(labels, max_label)
-    if by_radix is None:
-        by_radix = _grouped_by_counts(labels, max_label)
-    if by_radix is not None:
-        return by_radix
+    by_counts = _grouped_by_counts(labels, max_label)
+    if by_counts is not None:
+        return by_counts
     bits = max(n - 1, 1).bit_length()
     if max_label >= 2 ** (63 - bits):
         return None
@@ -177,37 +176,13 @@ def grouped_by_label(
     return ids, sizes, members
 
 
-def _grouped_by_radix(
-    labels: np.ndarray, max_label: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`grouped_by_label` by one radix pass over ``label + 1``, where the sort is slow.
-
-    The stable order of the labels is the documents grouped by label, ascending
-    inside a label: the same result as the packed sort.
-    """
-    n = labels.shape[0]
-    if max_label + 2 > 2**SHORT_BITS or n == 0 or not quicksort_is_slow():
-        return None  # numpy's AVX2 sort of N packed keys is faster (not so on Zen 4)
-    keys = np.empty(n, dtype=np.uint16)
-    for start, part in label_chunks(labels):
-        keys[start : start + part.size] = np.maximum(part, -1) + 1  # negative: 0, first
-    order = np.argsort(keys, kind="stable")  # one radix pass
-    ordered = np.take(keys, order)
-    skipped = int(np.searchsorted(ordered, 1))
-    members = order[skipped:].astype(member_dtype(n))
-    del order
-    ordered = ordered[skipped:]
-    head = np.empty(ordered.size, dtype=bool)
-    head[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
-    starts = np.flatnonzero(head)
-    ids = ordered[starts].astype(np.int64) - 1
-    sizes = np.diff(starts, append=members.size)
-    return ids, sizes, members
-
-
-#: Labels ordered at once by :func:`_grouped_by_counts` (a chunk stays in cache).
-_COUNT_CHUNK = 2**16
+#: Labels ordered at once by :func:`_place_by_chunks` (a chunk stays in cache).
+_COUNT_CHUNK = 2**18
+#: Fewest documents per part of :func:`_grouped_by_counts`; parts are ordered on
+#: threads of their own (a speed knob only: the members are the same).
+_PART_DOCUMENTS = 2**21
+#: Most parts (and threads) of :func:`_grouped_by_counts`.
+_MAX_PARTS = 4
 
 
 def _grouped_by_counts(
@@ -216,22 +191,75 @@ def _grouped_by_counts(
     """:func:`grouped_by_label` by counts, for dense ids where numpy's sort is the slow one.
 
     Each cluster's documents start where the counts of the clusters before it
-    end; chunk after chunk, each chunk's documents are ordered by label (radix
-    passes, in cache) and written after the ones of earlier chunks. The same
-    result as the packed sort. None where the ids are sparse, wider than 32
-    bits, or the sort is fast here (:func:`~clusterclip.schedule.sorting.quicksort_is_slow`).
+    end. The documents are cut into parts (one per CPU, up to ``_MAX_PARTS``,
+    each of at least ``_PART_DOCUMENTS``), and part ``j``'s documents of a
+    cluster go after those of the parts before it, so the parts are ordered
+    at once, on threads of their own: the same result as the packed sort,
+    whatever the number of parts. None where the ids are sparse, wider than
+    32 bits, or the sort is fast here (:func:`~clusterclip.schedule.sorting.quicksort_is_slow`).
     """
     n = labels.shape[0]
-    if not is_dense(labels, max_label) or max_label + 2 > 2**32 or not quicksort_is_slow():
+    if n == 0 or not is_dense(labels, max_label) or max_label + 2 > 2**32:
         return None
-    counts = np.zeros(max_label + 2, dtype=np.int64)  # of label + 1 (0: negative labels)
-    for _, part in label_chunks(labels):
-        counts += np.bincount(np.maximum(part, -1) + 1, minlength=max_label + 2)
-    skipped = int(counts[0])
-    following = np.cumsum(counts) - counts - skipped  # where each label's next document goes
+    if not quicksort_is_slow():
+        return None  # numpy's AVX2 sort of N packed keys is faster (not so on Zen 4)
+    parts = max(1, min(available_cpus(), _MAX_PARTS, n // _PART_DOCUMENTS))
+    bounds = [n * j // parts for j in range(parts + 1)]
+    counts = np.zeros((parts, max_label + 2), dtype=np.int64)  # of label + 1 (0: negative)
+
+    def count(j: int) -> None:
+        for _, part in label_chunks(labels[bounds[j] : bounds[j + 1]]):
+            counts[j] += np.bincount(np.maximum(part, -1) + 1, minlength=max_label + 2)
+
+    spread(count, range(parts), workers=parts)
+    total = counts.sum(axis=0)
+    skipped = int(total[0])
+    # Where part j's first document of each label + 1 goes in the members.
+    following = np.cumsum(counts, axis=0)
+    following -= counts
+    following += np.cumsum(total) - total - skipped
     members = np.empty(n - skipped, dtype=member_dtype(n))
-    bits = (max_label + 1).bit_length()
-    for start in range(0, n, _COUNT_CHUNK):
+    place = _place_short if max_label + 2 <= 2**SHORT_BITS else _place_by_chunks
+
+    def order(j: int) -> None:
+        place(labels[bounds[j] : bounds[j + 1]], bounds[j], following[j], counts[j], members)
+
+    spread(order, range(parts), workers=parts)
+    ids = np.flatnonzero(total[1:])
+    return ids.astype(np.int64), total[1:][ids], members
+
+
+def _place_short(
+    labels: np.ndarray, first: int, following: np.ndarray, counts: np.ndarray, members: np.ndarray
+) -> None:
+    """Write documents ``first ..`` of ``labels`` (all ``label + 1 < 2**16``) to their places.
+
+    One radix pass (numpy's stable argsort of uint16) orders the part by label;
+    label ``l``'s run of it goes to ``following[l]`` on.
+    """
+    keys = np.empty(labels.shape[0], dtype=np.uint16)
+    for start, part in label_chunks(labels):
+        keys[start : start + part.size] = np.maximum(part, -1) + 1  # negative: 0, first
+    order = np.argsort(keys, kind="stable")
+    del keys
+    skipped = int(counts[0])
+    shift = following - (np.cumsum(counts) - counts)  # sorted position -> place, per label
+    where = np.arange(skipped, order.size, dtype=np.int64)
+    where += np.repeat(shift[1:], counts[1:])
+    order += first
+    members[where] = order[skipped:]
+
+
+def _place_by_chunks(
+    labels: np.ndarray, first: int, following: np.ndarray, counts: np.ndarray, members: np.ndarray
+) -> None:
+    """:func:`_place_short` for wider labels, ``_COUNT_CHUNK`` at a time (``following`` is advanced).
+
+    Each chunk's documents are ordered by label (radix passes, in cache) and
+    written after the ones of earlier chunks.
+    """
+    bits = (following.size - 1).bit_length()
+    for start in range(0, labels.shape[0], _COUNT_CHUNK):
         part = np.maximum(labels[start : start + _COUNT_CHUNK], -1).astype(np.int64)
         part += 1
         order = radix_order(part, bits)
@@ -245,11 +273,9 @@ def _grouped_by_counts(
         where = np.arange(ordered.size, dtype=np.int64)
         where += np.repeat(np.take(following, label) - heads, runs)
         following[label] += runs
-        first = int(np.searchsorted(ordered, 1))  # negative labels are not members
-        order += start
-        members[where[first:]] = order[first:]
-    ids = np.flatnonzero(counts[1:])
-    return ids.astype(np.int64), counts[1:][ids], members
+        skipped = int(np.searchsorted(ordered, 1))  # negative labels are not members
+        order += first + start
+        members[where[skipped:]] = order[skipped:]
 
 
 def group_caps(sizes: np.ndarray, max_repeats: int | None) -> tuple[np.ndarray, int | None]:
