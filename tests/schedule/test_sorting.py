@@ -136,6 +136,12 @@ def test_pass_orders_are_the_same_either_way(sizes, key):
     starts = np.cumsum(sizes) - sizes
     for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
         assert np.array_equal(np.sort(by_radix[start : start + size]), np.arange(size))
+    # With offsets, each pass's entries are moved by its own offset, either way.
+    offsets = np.arange(sizes.size, dtype=np.int64) * 1_000_003 + 5
+    moved = by_radix + np.repeat(offsets, sizes)
+    for radix in (False, True):
+        with radix_passes(radix):
+            assert np.array_equal(pass_orders(keys, sizes, offsets), moved)
 
 
 @pytest.mark.parametrize("order", ["online", "planned"])

@@ -60,7 +60,9 @@ _BATCH = 2**17
 _LONG_PASS = 2**12
 
 
-def pass_orders(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def pass_orders(
+    keys: np.ndarray, sizes: np.ndarray, offsets: np.ndarray | None = None
+) -> np.ndarray:
     """The member orders of passes with pass keys ``keys`` and sizes ``sizes``, concatenated.
 
     Parameters
@@ -69,30 +71,41 @@ def pass_orders(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         The pass key ``P`` of each pass.
     sizes : ndarray of int64, shape (J,)
         Members of each pass's group (>= 1).
+    offsets : ndarray of int64, shape (J,), optional
+        Added to pass ``j``'s entries (where its group's members start in a
+        member table): the entries are then indices into that table, added
+        while each batch is in cache.
 
     Returns
     -------
     ndarray of int64, shape (sizes.sum(),)
         For pass ``j``, entries ``start_j .. start_j + sizes[j] - 1`` (``start_j`` =
         the sizes before it) list the member positions ``0 .. sizes[j] - 1`` sorted
-        by ``(mix64(P + (i + 1) * GAMMA) >> 32, i)``.
+        by ``(mix64(P + (i + 1) * GAMMA) >> 32, i)``, plus ``offsets[j]``.
 
     Examples
     --------
     >>> order = pass_orders(np.array([7, 7], np.uint64), np.array([5, 3]))
     >>> sorted(order[:5].tolist()), sorted(order[5:].tolist())
     ([0, 1, 2, 3, 4], [0, 1, 2])
+    >>> moved = pass_orders(np.array([7, 7], np.uint64), np.array([5, 3]), np.array([10, 100]))
+    >>> bool((moved == order + np.repeat([10, 100], [5, 3])).all())
+    True
     """
     keys = np.asarray(keys, dtype=np.uint64)
     sizes = np.asarray(sizes, dtype=np.int64)
     out = np.empty(int(sizes.sum()), dtype=np.int64)
     if not sizes.size:
         return out
+    if offsets is None:
+        offsets = np.zeros(sizes.size, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
     width = max(int(sizes.max()) - 1, 1).bit_length()  # bits of a member position
     if KEY_BITS + width > 63:  # passes of 2**31 members and more: one lexsort each
         start = 0
-        for key, size in zip(keys.tolist(), sizes.tolist(), strict=True):
+        for key, size, offset in zip(keys.tolist(), sizes.tolist(), offsets.tolist(), strict=True):
             out[start : start + size] = _sorted_by_keys(np.uint64(key), size)
+            out[start : start + size] += offset
             start += size
         return out
     per_batch = 2 ** (63 - KEY_BITS - width)  # passes one packed sort can tell apart
@@ -109,37 +122,46 @@ def pass_orders(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
             last = min(max(last, first + 1), first + per_batch, sizes.size)
             if long.size:
                 last = min(last, first + int(long[0]))
-        _sort_batch(keys[first:last], sizes[first:last], width, out[base : ends[last - 1]])
+        batch = slice(first, last)
+        _sort_batch(keys[batch], sizes[batch], offsets[batch], width, out[base : ends[last - 1]])
         first = last
     return out
 
 
-def _sort_batch(keys: np.ndarray, sizes: np.ndarray, width: int, out: np.ndarray) -> None:
+def _sort_batch(
+    keys: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, width: int, out: np.ndarray
+) -> None:
     """:func:`pass_orders` of passes that fit one packed sort: ``pass | key | position``.
 
     The keys are made ``_BATCH`` at a time (each step stays in cache), then sorted at once.
     """
     n = out.size
     if sizes.size < 2**SHORT_BITS and quicksort_is_slow():
-        _radix_batch(keys, sizes, out)
+        _radix_batch(keys, sizes, offsets, out)
         return
     packed = out  # filled in place, sorted, then reduced to the positions
     if sizes.size == 1:
         for first in range(0, n, _BATCH):
             part = packed[first : first + _BATCH]
             _packed_keys(keys[0], np.arange(first, first + part.size), width, part)
-    else:  # the pass of every entry once; the rest are gathers in order
-        owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
-        position = np.arange(n, dtype=np.int64)
-        position -= np.take(np.cumsum(sizes) - sizes, owner)
-        _packed_keys(np.take(keys, owner), position, width, packed)
-        owner <<= KEY_BITS + width
-        packed |= owner
+        packed.sort()
+        packed &= (1 << width) - 1
+        packed += offsets[0]
+        return
+    # the pass of every entry once; the rest are gathers in order
+    owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    position = np.arange(n, dtype=np.int64)
+    position -= np.take(np.cumsum(sizes) - sizes, owner)
+    _packed_keys(np.take(keys, owner), position, width, packed)
+    shifted = owner << (KEY_BITS + width)
+    packed |= shifted
+    del shifted
     packed.sort()
     packed &= (1 << width) - 1
+    packed += np.take(offsets, owner)  # owner is ascending, as the sorted passes are
 
 
-def _radix_batch(keys: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
+def _radix_batch(keys: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
     """:func:`_sort_batch` by radix passes: stable by sort key, then stable by pass.
 
     The same order as the packed sort (positions ascend inside a pass before
@@ -149,6 +171,7 @@ def _radix_batch(keys: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
     starts = np.cumsum(sizes) - sizes
     if sizes.size == 1:
         order = radix_order(_sort_keys(keys[0], np.arange(out.size, dtype=np.int64)), KEY_BITS)
+        order += offsets[0]
         out[:] = order
         return
     owner = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
@@ -157,7 +180,8 @@ def _radix_batch(keys: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
     order = radix_order(_sort_keys(np.take(keys, owner), position), KEY_BITS)
     by_pass = np.argsort(np.take(owner, order).astype(np.uint16), kind="stable")
     order = np.take(order, by_pass)  # the batch's entries, by pass, then key, then position
-    order -= np.take(starts, owner)  # owner is ascending: pass j's entries start at starts[j]
+    # owner is ascending: pass j's entries start at starts[j]; they become member indices
+    order += np.take(offsets - starts, owner)
     out[:] = order
 
 
@@ -368,11 +392,8 @@ class PassTable:
         pair_of = np.cumsum(new) - 1
         pair_group, pair_pass = group[new], passes[new]
         sizes = self.sizes[pair_group]
-        made = pass_orders(pass_keys(self._keys[pair_group], pair_pass), sizes)
-        if pair_group.size == 1:
-            made += int(self.offsets[pair_group[0]])
-        else:
-            made += np.take(self.offsets[pair_group], np.repeat(np.arange(sizes.size), sizes))
+        keys = pass_keys(self._keys[pair_group], pair_pass)
+        made = pass_orders(keys, sizes, self.offsets[pair_group])  # indices into members
         starts = np.cumsum(sizes) - sizes
         at = self._room(made.size)
         documents = self._cache[at : at + made.size]
