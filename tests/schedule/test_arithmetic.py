@@ -7,6 +7,7 @@ past int64 are accepted. Seeds are ints in [0, 2**63-1]; two different seeds
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 
@@ -30,7 +31,7 @@ from clusterclip.schedule.groups import (
     pcg64_seeds,
     seed_sequence,
 )
-from clusterclip.schedule.planned import planned_phases
+from clusterclip.schedule.planned import exact_sum, planned_phases
 from clusterclip.schedule.policy import SchedulePolicy
 from clusterclip.schedule.prepare import NO_CAP, group_caps
 from clusterclip.schedule.seeds import generators
@@ -262,3 +263,23 @@ def test_bulk_generators_equal_the_reference_permutations(seed, keys, chunk, siz
 def test_iterate_accepts_the_largest_seed():
     blocks = list(iter_schedule(LABELS, num_samples=100, seed=SEED_MAX, block_size=30))
     assert sum(b.size for b in blocks) == 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(min_value=5e-324, max_value=1e300, allow_nan=False, allow_infinity=False),
+    st.integers(1, 5000),
+)
+def test_exact_sum_of_equal_weights_is_fsum(weight, copies):
+    # The planned order's water-filling sums the free clusters' weights with
+    # math.fsum (exact); equal weights take one multiplication: the same float.
+    values = np.full(copies, weight)
+    assert exact_sum(values) == math.fsum(values.tolist())
+    mixed = values.copy()
+    mixed[0] = weight * 3.0 if weight < 1e299 else weight / 3.0
+    assert exact_sum(mixed) == math.fsum(mixed.tolist())
+
+
+def test_exact_sum_keeps_fsums_overflow_error():
+    with pytest.raises(OverflowError):
+        exact_sum(np.full(10, 1e308))

@@ -33,7 +33,7 @@ import numpy as np
 
 from clusterclip.schedule.groups import PURPOSE_PHASE, seed_sequence
 
-__all__ = ["PlannedOrder", "draws_below", "plan_draws", "planned_phases"]
+__all__ = ["PlannedOrder", "draws_below", "exact_sum", "plan_draws", "planned_phases"]
 
 
 def plan_draws(weights: np.ndarray, caps: np.ndarray | None, total: int) -> np.ndarray:
@@ -67,8 +67,7 @@ def plan_draws(weights: np.ndarray, caps: np.ndarray | None, total: int) -> np.n
         idx = np.flatnonzero(free)
         if idx.size == 0:
             return plan  # every cluster capped: budget larger than sum(caps)
-        # math.fsum: exact and order-free, so the oracle's plain loop agrees.
-        weight_sum = math.fsum(weights[idx].tolist())
+        weight_sum = exact_sum(weights[idx])
         shares[idx] = remaining * weights[idx] / weight_sum
         if caps is None:
             break
@@ -91,6 +90,25 @@ def plan_draws(weights: np.ndarray, caps: np.ndarray | None, total: int) -> np.n
         order = order[plan[idx[order]] > 0]
         plan[idx[order[:-leftover]]] -= 1
     return plan
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """The sum of ``values`` correctly rounded, as ``math.fsum`` gives it (exact, order-free).
+
+    Equal values (the uniform weights of most policies) need no loop: ``m``
+    copies of ``w`` sum to ``m * w`` exactly, and one float multiplication
+    rounds that product correctly, as ``fsum`` rounds the sum (``m < 2**53``).
+
+    >>> exact_sum(np.full(10, 0.1)) == math.fsum([0.1] * 10)
+    True
+    >>> exact_sum(np.array([0.1, 0.2, 0.3])) == math.fsum([0.1, 0.2, 0.3])
+    True
+    """
+    if values.size and values.size < 2**53 and values.min() == values.max():
+        total = float(values.size) * float(values[0])
+        if math.isfinite(total):  # else fsum says why (an overflow)
+            return total
+    return math.fsum(values.tolist())
 
 
 def planned_phases(seed: int, n_clusters: int) -> np.ndarray:
