@@ -90,7 +90,10 @@ class NodeLevel:
     parent_of_child : ndarray of int64
         The node of every child of the level below.
     caps, counts : ndarray of int64, shape (V,)
-        Draws of all the node's leaves together: most (``NO_CAP``: unreachable) and so far.
+        Draws of all the node's leaves together: most (``NO_CAP``: unreachable) and so far
+        (views of ``state``).
+    state : ndarray of int64, shape (V, 2)
+        Count and cap side by side, so that a draw reads one memory line for both.
     """
 
     def __init__(self, parent_of_child: np.ndarray, keys: np.ndarray, caps: np.ndarray) -> None:
@@ -102,8 +105,9 @@ class NodeLevel:
         self.start = np.cumsum(full) - full
         self.listed = full.copy()
         self.dead = np.zeros(n_nodes, dtype=np.int64)
-        self.caps = caps
-        self.counts = np.zeros(n_nodes, dtype=np.int64)
+        self.state = _side_by_side(caps)
+        self.counts = self.state[:, 0]
+        self.caps = self.state[:, 1]
 
     def compact(self, child_counts: np.ndarray, child_caps: np.ndarray) -> None:
         """Relist the nodes more than a quarter of whose listed children are exhausted."""
@@ -115,6 +119,13 @@ class NodeLevel:
             self.children[first : first + alive.size] = alive
             self.listed[node] = alive.size
             self.dead[node] = 0
+
+
+def _side_by_side(caps: np.ndarray) -> np.ndarray:
+    """Zero counts beside ``caps``, shape (n, 2): a gather of rows reads both at once."""
+    state = np.zeros((caps.size, 2), dtype=np.int64)
+    state[:, 1] = caps
+    return state
 
 
 def _saturated_sums(caps: np.ndarray, parent: np.ndarray, n_parents: int) -> np.ndarray:
@@ -204,8 +215,9 @@ class TreeWindows:
         self.top_caps = self._state[:, 1]
         self._scratch = np.empty(top_caps.size, dtype=np.int32)  # for the ranks
         if self.levels:  # the windows draw top nodes, uniformly
-            self.levels[0].counts = self.top_counts
-            self.counts = np.zeros(len(caps), dtype=np.int64)
+            self.levels[0].counts = self.top_counts  # (its own state is not read)
+            self._leaves = _side_by_side(caps)  # what the last level's descent reads
+            self.counts = self._leaves[:, 0]
             self.weights = None
         else:
             self.counts = self.top_counts
@@ -293,8 +305,8 @@ class TreeWindows:
         level), their draw numbers and which take their last draw.
         """
         below = self.levels[depth + 1] if depth + 1 < len(self.levels) else None
-        child_counts = self.counts if below is None else below.counts
-        child_caps = self.caps if below is None else below.caps
+        state = self._leaves if below is None else below.state  # children's count, cap
+        child_counts = state[:, 0]
         order = _by_node(entries, self.levels[depth].keys.size)  # positions by (node, position)
         sorted_nodes = entries[order]
         head = np.flatnonzero(np.concatenate(([True], sorted_nodes[1:] != sorted_nodes[:-1])))
@@ -303,29 +315,33 @@ class TreeWindows:
         slot = head.copy()  # where each node's next taken child goes (node-sorted order)
         children = np.empty(entries.size, dtype=np.int64)
         draws = np.empty(entries.size, dtype=np.int64)
+        finals = np.empty(entries.size, dtype=bool)
         pending = np.arange(nodes.size)
         while pending.size:
             child, n, owner = self._candidates(depth, nodes[pending], need[pending])
             # A child has one parent, so its candidates are one node's: rank them.
-            if child_caps.size >= 4 * child.size:
+            if state.shape[0] >= 4 * child.size:
                 ranks = ranked_among_equal_with_lasts(child, self._scratch_of(depth))[0]
-            elif child_caps.size <= 2**16:
+            elif state.shape[0] <= 2**16:
                 ranks = _ranks_of_small(child)
             else:
                 ranks = ranked_by_sort_with_lasts(child)[0]
-            drawn = np.take(child_counts, child)
-            drawn += ranks
-            ok = drawn < np.take(child_caps, child)
+            rows = np.take(state, child, axis=0)
+            drawn = rows[:, 0] + ranks
+            caps = rows[:, 1]
+            ok = drawn < caps
             # The first `need` kept candidates of each node are its positions' children.
             first_of = np.searchsorted(owner, np.arange(pending.size))
             kept_before = np.cumsum(ok) - ok
             kept_before -= np.take(kept_before[first_of], owner)
             take = np.flatnonzero(ok & (kept_before < np.take(need[pending], owner)))
             taken_owner, taken_child, taken_draws = owner[take], child[take], drawn[take]
+            taken_final = taken_draws + 1 == caps[take]  # the child's last draw
             into = slot[pending][taken_owner] + kept_before[take]
             children[into] = taken_child
             draws[into] = taken_draws
-            self._count(depth, taken_child, taken_draws, child_counts, child_caps)
+            finals[into] = taken_final
+            self._count(depth, taken_child, taken_final, child_counts)
             got = np.bincount(taken_owner, minlength=pending.size)
             done = got == need[pending]
             # A node that got its children resumes after the last one taken; the
@@ -341,10 +357,11 @@ class TreeWindows:
             pending = pending[~done]
         result_child = np.empty(entries.size, dtype=np.int64)
         result_draws = np.empty(entries.size, dtype=np.int64)
+        result_final = np.empty(entries.size, dtype=bool)
         result_child[order] = children
         result_draws[order] = draws
-        final = result_draws + 1 == np.take(child_caps, result_child)
-        return result_child, result_draws, final
+        result_final[order] = finals
+        return result_child, result_draws, result_final
 
     def _scratch_of(self, depth: int) -> np.ndarray:
         """Scratch for ranking the children of level ``depth`` (one entry per child)."""
@@ -390,16 +407,14 @@ class TreeWindows:
         return np.take(level.children, index), n, owner
 
     def _count(
-        self,
-        depth: int,
-        child: np.ndarray,
-        draws: np.ndarray,
-        child_counts: np.ndarray,
-        child_caps: np.ndarray,
+        self, depth: int, child: np.ndarray, final: np.ndarray, child_counts: np.ndarray
     ) -> None:
-        """Apply draws taken at ``depth`` to the children's counts; note the exhausted ones."""
+        """Apply draws taken at ``depth`` to the children's counts; note the exhausted ones.
+
+        ``final``: whether each draw is its child's last (at most one per child).
+        """
         np.add.at(child_counts, child, 1)
-        exhausted = child[draws + 1 == np.take(child_caps, child)]  # each one's last draw, once
+        exhausted = child[final]
         if exhausted.size:
             level = self.levels[depth]
             np.add.at(level.dead, np.take(level.parent_of_child, exhausted), 1)
