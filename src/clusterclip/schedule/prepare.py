@@ -75,6 +75,9 @@ class Prepared:
     tree_paths : ndarray of int64, shape (K, L - 1), or None
         ``policy="hierarchical"``: the ancestors of every group's cluster,
         coarsest first (:mod:`clusterclip.schedule.hierarchy`); None: flat.
+    corpus_clusters : tuple of ndarray, or None
+        ``policy="random"``: the non-empty clusters of the corpus group and
+        their sizes (what a whole pass draws of each); None for other policies.
     """
 
     def __init__(
@@ -139,7 +142,9 @@ class Prepared:
             present, counts = present_clusters(labels, max_label)
         else:
             present, counts, by_label = grouped
+        self.corpus_clusters = None
         if policy.single_group:
+            self.corpus_clusters = (present, counts)
             members = np.flatnonzero(labels >= 0).astype(member_dtype(labels.shape[0]))
             self.cluster_ids = np.array([-1], dtype=np.int64)
             self.weights = np.ones(1)

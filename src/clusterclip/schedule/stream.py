@@ -297,6 +297,7 @@ class ScheduleStream:
         whole = end is None or indices.size <= end  # the cluster part drew every position
         if prep.policy.single_group and whole and run.source is not None and prep.units is None:
             passes = (run.source.drawn_before(indices.size), prep.groups.sizes)
+            drawn = _whole_passes(prep, int(passes[0][0]), ids)
         if not prep.policy.single_group:
             where = prep.cluster_ids if dense_ids(ids) else np.searchsorted(ids, prep.cluster_ids)
             clip_step[where] = run.clip_step
@@ -350,6 +351,21 @@ class ScheduleStream:
             ClusterClipWarning,
             stacklevel=outside_package(),
         )
+
+
+def _whole_passes(prep: Prepared, draws: int, ids: np.ndarray) -> GroupDraws | None:
+    """``policy="random"``: the corpus group's whole passes among its first ``draws``, per cluster.
+
+    Position ``j`` is the group's draw ``j``, so each whole pass is one draw of
+    every document: ``p`` passes draw ``p`` times each cluster's size, with no
+    label looked up (the statistics count the partial pass after them).
+    """
+    present, sizes = prep.corpus_clusters
+    whole = draws // int(prep.groups.sizes[0])
+    if whole == 0:
+        return None
+    at = present if dense_ids(ids) else np.searchsorted(ids, present)
+    return GroupDraws(whole * sizes, sizes, at, whole * int(prep.groups.sizes[0]))
 
 
 def _reported(
