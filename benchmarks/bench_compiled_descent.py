@@ -62,7 +62,7 @@ BATCH = 8192
 
 
 @numba.njit(inline="always", cache=True)
-def _mix(z):  # type: ignore[no-untyped-def]  # splitmix64's output function, as feistel.mix64
+def _mix(z):  # splitmix64's output function, as feistel.mix64
     z ^= z >> np.uint64(30)
     z *= _MIX1
     z ^= z >> np.uint64(27)
@@ -72,7 +72,7 @@ def _mix(z):  # type: ignore[no-untyped-def]  # splitmix64's output function, as
 
 
 @numba.njit(inline="always", cache=True)
-def _listed_index(key, n, m):  # type: ignore[no-untyped-def]
+def _listed_index(key, n, m):
     """Listed child number of candidate ``n`` of a node's stream with window key ``key``."""
     word = _mix(key + np.uint64(n + 1) * _GAMMA)
     index = np.int64(np.float64(word >> np.uint64(11)) * 2.0**-53 * np.float64(m))
@@ -80,7 +80,7 @@ def _listed_index(key, n, m):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
-def _take(v, child, dead, state, i, out):  # type: ignore[no-untyped-def]
+def _take(v, child, dead, state, i, out):
     """Position ``i`` takes ``child`` of node ``v``: its draw number and last-draw flag."""
     count, cap = state[child, 0], state[child, 1]
     state[child, 0] = count + 1
@@ -90,7 +90,8 @@ def _take(v, child, dead, state, i, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
-def descend_loop(entries, keys, start, listed, children, next_n, dead, state, window, out):  # type: ignore[no-untyped-def]
+def descend_loop(entries, keys, start, listed, children, next_n, dead, state, window, out):
+    """Each position in turn takes its node's next candidates until one's child is active."""
     after = np.uint64(window + 1) * _GAMMA
     for i in range(entries.size):
         v = entries[i]
@@ -106,7 +107,8 @@ def descend_loop(entries, keys, start, listed, children, next_n, dead, state, wi
 
 
 @numba.njit(cache=True)
-def descend_batched(entries, keys, start, listed, children, next_n, dead, state, window, out):  # type: ignore[no-untyped-def]
+def descend_batched(entries, keys, start, listed, children, next_n, dead, state, window, out):
+    """:func:`descend_loop` with each batch's candidate children and counts loaded first."""
     after = np.uint64(window + 1) * _GAMMA
     planned = next_n.copy()  # each node's counter if no candidate is rejected
     numbers = np.empty(BATCH, np.int64)
@@ -145,12 +147,12 @@ def descend_batched(entries, keys, start, listed, children, next_n, dead, state,
 class Timed(TreeWindows):
     """TreeWindows whose descent is timed, shipped (``kernel=None``) or compiled."""
 
-    def __init__(self, kernel, *args) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, kernel, *args) -> None:
         super().__init__(*args)
         self.kernel = kernel
         self.seconds = 0.0
 
-    def _descend(self, depth, entries):  # type: ignore[no-untyped-def]
+    def _descend(self, depth, entries):
         begin = time.perf_counter()
         if self.kernel is None:
             result = super()._descend(depth, entries)
@@ -171,7 +173,7 @@ class Timed(TreeWindows):
         return result
 
 
-def run(kernel, prep, draws: int) -> tuple[float, float, str]:  # type: ignore[no-untyped-def]
+def run(kernel, prep, draws: int) -> tuple[float, float, str]:
     """Seconds in the descent, in the whole choice, and a hash of every chunk."""
     windows = Timed(kernel, prep.config.seed, prep.weights, prep.caps, prep.tree_paths)
     digest = hashlib.sha256()
