@@ -14,12 +14,15 @@ and checks that every chunk (groups, draw numbers, last-draw flags) is the same:
 * ``batched``: the same loop in batches of 8,192 positions, whose candidate
   children and their counts are first loaded for the whole batch (independent
   loads the CPU overlaps), then taken in order; a node whose candidate was
-  rejected redraws in order for the rest of the batch.
+  rejected redraws in order for the rest of the batch;
+* ``C batched``: that batched loop in C, compiled here with ``cc -O2`` and called
+  through ctypes (skipped with a note when no C compiler is found).
 
 It prints the seconds spent in the descent and in the whole choice (every
 ``next()``), best of ``--rounds``, and what numba costs a fresh process before
 any work: ``import numba`` plus the first call of the two kernels, loaded from
-numba's cache (the kernels are compiled and cached by an earlier child). numba is not a dependency of clusterclip:
+numba's cache (the kernels are compiled and cached by an earlier child), against
+loading the C library (``ctypes.CDLL``) in a fresh process. numba is not a dependency of clusterclip:
 install it to run this (``pip install numba``).
 
 Run::
@@ -32,10 +35,13 @@ Run::
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -144,6 +150,97 @@ def descend_batched(entries, keys, start, listed, children, next_n, dead, state,
             planned[entries[i]] = next_n[entries[i]]
 
 
+_C_SOURCE = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#define GAMMA 0x9E3779B97F4A7C15ULL
+#define BATCH 8192
+static inline uint64_t mix(uint64_t z) {
+    z ^= z >> 30; z *= 0xBF58476D1CE4E5B9ULL;
+    z ^= z >> 27; z *= 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static inline int64_t listed_index(uint64_t key, int64_t n, int64_t m) {
+    uint64_t word = mix(key + (uint64_t)(n + 1) * GAMMA);
+    int64_t index = (int64_t)((double)(word >> 11) * 0x1p-53 * (double)m);
+    return index < m - 1 ? index : m - 1;
+}
+int descend_batched(int64_t size, const int64_t *entries, const uint64_t *keys,
+                    const int64_t *start, const int64_t *listed, const int64_t *children,
+                    int64_t *next_n, int64_t n_nodes, int64_t *dead, int64_t *state,
+                    int64_t window, int64_t *out_child, int64_t *out_draws, uint8_t *out_final) {
+    uint64_t after = (uint64_t)(window + 1) * GAMMA;
+    int64_t *planned = malloc(sizeof(int64_t) * (n_nodes + 4 * BATCH));
+    if (!planned) return -1;
+    int64_t *numbers = planned + n_nodes, *slots = numbers + BATCH;
+    int64_t *kids = slots + BATCH, *touched = kids + BATCH;
+    for (int64_t v = 0; v < n_nodes; v++) planned[v] = next_n[v];
+    for (int64_t first = 0; first < size; first += BATCH) {
+        int64_t last = first + BATCH < size ? first + BATCH : size;
+        for (int64_t i = first; i < last; i++) {
+            int64_t v = entries[i];
+            numbers[i - first] = planned[v]++;
+            slots[i - first] = start[v] + listed_index(mix(keys[v] + after), numbers[i - first], listed[v]);
+        }
+        for (int64_t j = 0; j < last - first; j++) kids[j] = children[slots[j]];
+        for (int64_t j = 0; j < last - first; j++) touched[j] = state[2 * kids[j]];
+        for (int64_t i = first; i < last; i++) {
+            int64_t v = entries[i], child = kids[i - first], n = next_n[v];
+            if (numbers[i - first] != n || state[2 * child] >= state[2 * child + 1]) {
+                uint64_t key = mix(keys[v] + after);
+                for (;; n++) {
+                    child = children[start[v] + listed_index(key, n, listed[v])];
+                    if (state[2 * child] < state[2 * child + 1]) break;
+                }
+            }
+            next_n[v] = n + 1;
+            int64_t count = state[2 * child], cap = state[2 * child + 1];
+            state[2 * child] = count + 1;
+            out_child[i] = child; out_draws[i] = count; out_final[i] = count + 1 == cap;
+            if (count + 1 == cap) dead[v]++;
+        }
+        for (int64_t i = first; i < last; i++) planned[entries[i]] = next_n[entries[i]];
+    }
+    free(planned);
+    return 0;
+}
+"""
+
+
+def c_library(directory: str) -> str | None:
+    """Compile the C kernel into ``directory``; its path, or None without a C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source = os.path.join(directory, "descent.c")
+    library = os.path.join(directory, "descent.so")
+    with open(source, "w") as handle:
+        handle.write(_C_SOURCE)
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", library, source], check=True)
+    return library
+
+
+def c_kernel(library: str):
+    """The C kernel with the numba kernels' signature."""
+    function = ctypes.CDLL(library).descend_batched  # ctypes releases the GIL in the call
+    function.restype = ctypes.c_int
+
+    def kernel(entries, keys, start, listed, children, next_n, dead, state, window, out):
+        arrays = (entries, keys, start, listed, children, next_n, dead, state, *out)
+        for array in arrays:  # the C side reads packed 8-byte integers (1-byte flags)
+            expected = 1 if array.dtype == bool else 8
+            assert array.flags.c_contiguous and array.dtype.itemsize == expected
+        pointer = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+        done = function(
+            ctypes.c_int64(entries.size), *pointer[:6], ctypes.c_int64(next_n.size),
+            pointer[6], pointer[7], ctypes.c_int64(window), *pointer[8:],
+        )  # fmt: skip
+        if done != 0:
+            raise MemoryError("descent.so: out of memory")
+
+    return kernel
+
+
 class Timed(TreeWindows):
     """TreeWindows whose descent is timed, shipped (``kernel=None``) or compiled."""
 
@@ -206,17 +303,38 @@ print(imported)
 """
 
 
-def startup_seconds() -> float:
-    """``import numba`` and the first calls of the cached kernels in a fresh process."""
+_C_STARTUP = """
+import ctypes, sys, time
+start = time.perf_counter()
+ctypes.CDLL(sys.argv[1]).descend_batched
+print(time.perf_counter() - start)
+"""
+
+
+def startup_seconds(library: str | None) -> tuple[float, float | None]:
+    """Seconds a fresh process spends before the first descent: numba's, and the C library's.
+
+    numba: ``import numba`` and the first calls of the cached kernels; C: loading
+    the library. Best of the later of three children (the first may write numba's cache).
+    """
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
-    seconds = []
-    for _ in range(3):  # the first child may compile and write the cache
-        done = subprocess.run(
-            [sys.executable, "-c", _STARTUP], env=env, capture_output=True, text=True, check=True
-        )
-        seconds.append(float(done.stdout.split()[-1]))
-    return min(seconds[1:])
+    results: dict[str, float] = {}
+    for name, command in (("numba", [_STARTUP]), ("c", [_C_STARTUP, str(library)])):
+        if name == "c" and library is None:
+            continue
+        seconds = []
+        for _ in range(3):
+            done = subprocess.run(
+                [sys.executable, "-c", *command],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            seconds.append(float(done.stdout.split()[-1]))
+        results[name] = min(seconds[1:])
+    return results["numba"], results.get("c")
 
 
 def main() -> None:
@@ -234,22 +352,32 @@ def main() -> None:
     prep = open_stream(labels, policy, levels=levels).prep
     tiny = SchedulePolicy(policy="hierarchical", max_repeats=repeats, num_samples=1000, seed=0)
     small = open_stream(labels[:10_000], tiny, levels=levels[:10_000]).prep
-    for kernel in (descend_loop, descend_batched):
-        run(kernel, small, 1000)  # compile outside the timing
-    print(
-        f"CPU: {cpu_model()}; hierarchical, K={args.clusters:,} leaves, R={args.max_repeats}, "
-        f"T={args.draws:,}; best of {args.rounds}, one thread"
-    )
-    hashes = {}
-    for name, kernel in (("numpy", None), ("loop", descend_loop), ("batched", descend_batched)):
-        times = [run(kernel, prep, args.draws) for _ in range(args.rounds)]
-        hashes[name] = {t[2] for t in times}
-        descent = min(t[0] for t in times)
-        choice = min(t[1] for t in times)
-        print(f"{name:>8}: descent {descent:5.2f} s, whole choice {choice:5.2f} s")
-    same = all(h == hashes["numpy"] and len(h) == 1 for h in hashes.values())
-    print(f"same chunks (groups, draws, last draws) every way: {same}")
-    print(f"numba in a fresh process (import + first calls, cached): {startup_seconds():.2f} s")
+    with tempfile.TemporaryDirectory() as directory:
+        library = c_library(directory)
+        kernels = [("numpy", None), ("loop", descend_loop), ("batched", descend_batched)]
+        if library is not None:
+            kernels.append(("C batched", c_kernel(library)))
+        for _, kernel in kernels[1:]:
+            run(kernel, small, 1000)  # compile outside the timing
+        print(
+            f"CPU: {cpu_model()}; hierarchical, K={args.clusters:,} leaves, "
+            f"R={args.max_repeats}, T={args.draws:,}; best of {args.rounds}, one thread"
+        )
+        if library is None:
+            print("no C compiler (cc, gcc) found: the C kernel is left out")
+        hashes = {}
+        for name, kernel in kernels:
+            times = [run(kernel, prep, args.draws) for _ in range(args.rounds)]
+            hashes[name] = {t[2] for t in times}
+            descent = min(t[0] for t in times)
+            choice = min(t[1] for t in times)
+            print(f"{name:>9}: descent {descent:5.2f} s, whole choice {choice:5.2f} s")
+        same = all(h == hashes["numpy"] and len(h) == 1 for h in hashes.values())
+        print(f"same chunks (groups, draws, last draws) every way: {same}")
+        numba_start, c_start = startup_seconds(library)
+    print(f"numba in a fresh process (import + first calls, cached): {numba_start:.2f} s")
+    if c_start is not None:
+        print(f"the C library in a fresh process (ctypes.CDLL): {c_start * 1e3:.1f} ms")
     if not same:
         sys.exit(1)
 
