@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from clusterclip.cli.flags import flag_map
-    from clusterclip.cli.stops import exit_status, sigterm_raises, stop_name
+    from clusterclip.cli.stops import sigterm_raises
     from clusterclip.errors import spelled_as_flags
 
     try:
@@ -127,35 +127,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = int(args._run(args) or 0)
         sys.stdout.flush()  # a reader that left shows up here, not in Python's exit flush
         return status
-    except BrokenPipeError:
+    except Exception as error:
+        return _failed(args.command, error)
+    except KeyboardInterrupt as stop:
+        return _stopped(args.command, stop)
+
+
+def _stopped(command: str, stop: KeyboardInterrupt) -> int:
+    """Say that Ctrl-C or SIGTERM stopped the command; its exit status (130 or 143)."""
+    from clusterclip.cli.stops import exit_status, stop_name
+
+    print(f"clusterclip {command}: {stop_name(stop)}; rerun to resume.", file=sys.stderr)
+    return exit_status(stop)
+
+
+def _failed(command: str, error: Exception) -> int:
+    """Say why the command failed; its exit status. An error of no known kind is raised again."""
+    from clusterclip.cli.stops import stop_behind
+
+    stop = stop_behind(error)
+    if stop is not None:  # raised while unwinding from a stop: the stop is what happened
+        return _stopped(command, stop)
+    if isinstance(error, BrokenPipeError):
         # `clusterclip run ... | head`: the reader left. Stop quietly, as a process killed
         # by SIGPIPE does (status 128 + 13), so `set -o pipefail` sees the command did not
         # finish; stdout goes to /dev/null so that Python's final flush cannot complain.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except ClusterClipError as error:
-        print(f"clusterclip {args.command}: error: {error}", file=sys.stderr)
+    if isinstance(error, ClusterClipError):
+        print(f"clusterclip {command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as stop:
-        print(f"clusterclip {args.command}: {stop_name(stop)}; rerun to resume.", file=sys.stderr)
-        return exit_status(stop)
-    except MemoryError:
+    if isinstance(error, MemoryError):
         print(
-            f"clusterclip {args.command}: error: out of memory. Use a smaller budget, "
+            f"clusterclip {command}: error: out of memory. Use a smaller budget, "
             "corpus or batch size, or a machine with more memory.",
             file=sys.stderr,
         )
         return 1
-    except OSError as error:  # the file system refused: no space, no permission, ...
+    if isinstance(error, OSError):  # the file system refused: no space, no permission, ...
         where = f": {error.filename}" if error.filename else ""
         fix = _OS_FIXES.get(error.errno, "")
         print(
-            f"clusterclip {args.command}: error: {error.strerror or error}{where}."
+            f"clusterclip {command}: error: {error.strerror or error}{where}."
             + (f" {fix}" if fix else ""),
             file=sys.stderr,
         )
         return 1
+    raise error
 
 
 if __name__ == "__main__":  # pragma: no cover

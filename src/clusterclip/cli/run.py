@@ -218,7 +218,14 @@ def run_to_the_end(
     stderr names the stages that ran, the one stopped part-way and those not run
     (exit 130 / 143).
     """
-    from clusterclip.cli.stops import SIGPIPE_STATUS, GuardedStdout, exit_status, say, stop_name
+    from clusterclip.cli.stops import (
+        SIGPIPE_STATUS,
+        GuardedStdout,
+        exit_status,
+        say,
+        stop_behind,
+        stop_name,
+    )
     from clusterclip.pipeline import StageLedger
 
     began = time.perf_counter()
@@ -227,7 +234,10 @@ def run_to_the_end(
     try:
         result = start(out.line, ledger)
         out.call(lambda: print_summary(result, time.perf_counter() - began))
-    except KeyboardInterrupt as stop:
+    except (KeyboardInterrupt, Exception) as error:
+        stop = stop_behind(error)  # an error raised while unwinding from a stop is that stop
+        if stop is None:
+            raise
         say(
             f"clusterclip {command}: {stop_name(stop)}: {ledger.describe()}. Rerun the same "
             "command to finish: finished stages are skipped, an interrupted one resumes."

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["GuardedStdout", "Terminated", "exit_status", "say", "sigterm_raises"]
+__all__ = ["GuardedStdout", "Terminated", "exit_status", "say", "sigterm_raises", "stop_behind"]
 
 #: Exit statuses, as a shell reports a process killed by the signal (128 + number).
 SIGINT_STATUS, SIGPIPE_STATUS, SIGTERM_STATUS = 130, 141, 143
@@ -52,6 +52,35 @@ def sigterm_raises() -> Iterator[None]:
 def exit_status(stop: KeyboardInterrupt) -> int:
     """130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
     return SIGTERM_STATUS if isinstance(stop, Terminated) else SIGINT_STATUS
+
+
+def stop_behind(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that ``error`` was raised while unwinding from, if any.
+
+    A stop lands wherever the main thread is, even inside the standard
+    library: raised between a lock's release and its reacquiring (in
+    ``threading.Condition.wait``), it makes the lock's ``with`` block fail on
+    the way out (``RuntimeError: release unlocked lock``), and that error hides
+    the stop. What happened is still the stop: the command says so, not a
+    traceback.
+
+    >>> try:
+    ...     try:
+    ...         raise Terminated()
+    ...     except KeyboardInterrupt:
+    ...         raise RuntimeError("release unlocked lock")
+    ... except RuntimeError as error:
+    ...     type(stop_behind(error)).__name__
+    'Terminated'
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__context__
+    return None
 
 
 def stop_name(stop: KeyboardInterrupt) -> str:
