@@ -48,6 +48,7 @@ format: install
 
 clean:
 	rm -rf $(VENV) .venvs build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -f src/clusterclip/schedule/*.so
 
 # The MDS and LitData examples run in their client environments.
 examples: client-envs

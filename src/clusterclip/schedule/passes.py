@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from clusterclip.schedule import kernels
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64, pass_keys
 from clusterclip.schedule.groups import tokens_by_lookup
 from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, seed_sequence
@@ -292,6 +293,7 @@ class PassTable:
         self._cached_at = np.zeros(sizes.size, dtype=np.int64)
         self._table: np.ndarray | None = None
         large = int(sizes[~small].sum())
+        self._largest = int(sizes.max()) if sizes.size else 0
         self._cache = np.empty(2 * large, dtype=members.dtype)
         self._used = 0  # cache entries written since it was last emptied
 
@@ -346,8 +348,11 @@ class PassTable:
         ``first`` and ``end`` are accepted for the :class:`GroupTable` interface
         and not needed.
         """
-        group = np.asarray(group, dtype=np.int64)
-        draw = np.asarray(draw, dtype=np.int64)
+        group = np.ascontiguousarray(group, dtype=np.int64)
+        draw = np.ascontiguousarray(draw, dtype=np.int64)
+        compiled = self._compiled_lookup(group, draw)
+        if compiled is not None:  # the same documents, in C (clusterclip.schedule.kernels)
+            return compiled
         record = np.take(self._records, group, axis=0)
         size = record[:, 1]
         passes, cursor = np.divmod(draw, size)
@@ -366,6 +371,25 @@ class PassTable:
         big = np.flatnonzero(~small)
         out[big] = self._from_cache(group[big], record[big], passes[big], cursor[big])
         return out
+
+    def _compiled_lookup(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray | None:
+        """:meth:`lookup` by the compiled loop, making room in the cache when it is full."""
+        if not kernels.compiled():
+            return None
+        table = self._small_table() if self._present else np.zeros(0, np.uint8)
+        out = np.empty(group.size, dtype=np.int64)
+        first = 0
+        while True:
+            done = kernels.lookup(
+                group, draw, first, self._records, self._cached_at, self._cache, self._used,
+                self.members, table, out, self._largest,
+            )  # fmt: skip
+            if done is None:
+                return None
+            first, self._used = done
+            if first == group.size:
+                return out
+            self._make_room(int(self.sizes[group[first]]))
 
     def _from_cache(
         self, group: np.ndarray, record: np.ndarray, passes: np.ndarray, cursor: np.ndarray
@@ -410,6 +434,13 @@ class PassTable:
 
     def _room(self, n: int) -> int:
         """Where ``n`` new cache entries go; when full, keep each group's cached pass only."""
+        self._make_room(n)
+        at = self._used
+        self._used += n
+        return at
+
+    def _make_room(self, n: int) -> None:
+        """Room for ``n`` more cache entries: when full, keep each group's cached pass only."""
         if self._used + n > self._cache.size:
             # column 3 of a small group is its table's start, not a cached pass
             cached = np.flatnonzero((self._records[:, 3] >= 0) & (self.sizes > SMALL_PASS))
@@ -424,9 +455,6 @@ class PassTable:
             grown = np.empty(self._used + n, dtype=self._cache.dtype)
             grown[: self._used] = self._cache[: self._used]
             self._cache = grown
-        at = self._used
-        self._used += n
-        return at
 
     def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
         """Total tokens of the first ``counts[g]`` draws of every group (exact).

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from clusterclip.schedule import kernels
 from clusterclip.schedule.planned import draws_below, planned_phases
 from clusterclip.schedule.protocols import Segment
 from clusterclip.schedule.sorting import stable_order
@@ -137,6 +138,13 @@ class SlabOrder:
         span, low, ends = span[which], low[which], ends[which]
         n = int(span.sum())
         self._starts.setdefault(i + 1, self.slab_start(i) + n)
+        offset = (i * 2**TIME_BITS) // self.n_slabs
+        compiled = kernels.slab(
+            span, low, self.phi[which], self.n[which], self.clusters[which], offset
+        )
+        if compiled is not None:  # the same slab, in C (clusterclip.schedule.kernels)
+            groups, draws, last = compiled
+            return groups, draws, np.flatnonzero(last)
         owner = np.repeat(np.arange(which.size, dtype=np.int64), span)  # cluster-major
         first = np.cumsum(span) - span
         draws = np.arange(n, dtype=np.int64)

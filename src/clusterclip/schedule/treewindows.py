@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from clusterclip.arrays import distinct
+from clusterclip.schedule import kernels
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64
 from clusterclip.schedule.grouping import NO_CAP
 from clusterclip.schedule.groups import sorted_with_order
@@ -276,6 +277,12 @@ class TreeWindows:
 
     def _top(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept candidates of a chunk, their draw numbers, and which take their last draw."""
+        compiled = kernels.take(candidates, self._state)
+        if compiled is not None:  # the same, in C (clusterclip.schedule.kernels)
+            clipped = int(np.count_nonzero(compiled[2]))
+            self.n_active -= clipped
+            self.n_clipped_listed += clipped
+            return compiled
         if self.listed.size < 4 * candidates.size:  # most candidates repeat: rank by a sort
             ranks, _, lasts = ranked_by_sort_with_lasts(candidates)
         else:
@@ -306,6 +313,13 @@ class TreeWindows:
         """
         below = self.levels[depth + 1] if depth + 1 < len(self.levels) else None
         state = self._leaves if below is None else below.state  # children's count, cap
+        level = self.levels[depth]
+        compiled = kernels.descend(
+            entries, level.keys, level.start, level.listed, level.children,
+            self.next_n[depth], level.dead, state, self.window,
+        )  # fmt: skip
+        if compiled is not None:  # the same children, in C (clusterclip.schedule.kernels)
+            return compiled
         child_counts = state[:, 0]
         order = _by_node(entries, self.levels[depth].keys.size)  # positions by (node, position)
         sorted_nodes = entries[order]

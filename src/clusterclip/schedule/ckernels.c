@@ -1,0 +1,486 @@
+/*
+ * Compiled loops of the schedule's hot paths (clusterclip.schedule.kernels).
+ *
+ * Each function computes exactly what the numpy code beside it computes (the
+ * same bytes); the numpy code stays the reference and the fallback where this
+ * module was not built. Arrays arrive as buffers the Python wrappers checked
+ * (dtype, C order, sizes); every loop runs without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define GAMMA 0x9E3779B97F4A7C15ULL
+/* Positions whose candidates are loaded together before any is taken. */
+#define BATCH 8192
+
+/* Loads a line ahead of its use (a hint; no effect on results). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)0)
+#endif
+/* How many positions ahead a loop prefetches. */
+#define AHEAD 16
+
+/* splitmix64's output function (clusterclip.schedule.feistel.mix64). */
+static inline uint64_t mix64(uint64_t z) {
+    z ^= z >> 30;
+    z *= 0xBF58476D1CE4E5B9ULL;
+    z ^= z >> 27;
+    z *= 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Listed child number of candidate n of a stream with window key `key`, of m listed:
+ * min(floor(u m), m - 1), u = (mix64(key + (n + 1) GAMMA) >> 11) / 2**53, in float64. */
+static inline int64_t listed_index(uint64_t key, int64_t n, int64_t m) {
+    uint64_t word = mix64(key + (uint64_t)(n + 1) * GAMMA);
+    double u = (double)(word >> 11) * 0x1p-53;
+    int64_t index = (int64_t)(u * (double)m);
+    return index < m - 1 ? index : m - 1;
+}
+
+typedef struct {
+    int64_t size, n_nodes, window;
+    const int64_t *entries, *start, *listed, *children;
+    const uint64_t *keys;
+    int64_t *next_n, *dead, *state, *out_child, *out_draws;
+    uint8_t *out_final;
+} Descent;
+
+/* The descent of treewindows.TreeWindows._descend, position by position: each takes
+ * the next candidates of its node's stream until one's child is active. A batch's
+ * candidate children and their counts are loaded first, assuming no candidate is
+ * rejected (independent loads, which the CPU overlaps); a node with a rejection
+ * redraws in order. */
+static int descend(Descent *d) {
+    const uint64_t after = (uint64_t)(d->window + 1) * GAMMA;
+    int64_t *planned = malloc(sizeof(int64_t) * (size_t)(d->n_nodes + 3 * BATCH));
+    if (planned == NULL) return -1;
+    int64_t *numbers = planned + d->n_nodes, *kids = numbers + BATCH, *counts = kids + BATCH;
+    for (int64_t v = 0; v < d->n_nodes; v++) planned[v] = d->next_n[v];
+    for (int64_t first = 0; first < d->size; first += BATCH) {
+        const int64_t last = first + BATCH < d->size ? first + BATCH : d->size;
+        for (int64_t i = first; i < last; i++) {
+            const int64_t v = d->entries[i];
+            const int64_t n = planned[v]++;
+            numbers[i - first] = n;
+            kids[i - first] = d->start[v] + listed_index(mix64(d->keys[v] + after), n, d->listed[v]);
+        }
+        for (int64_t j = 0; j < last - first; j++) kids[j] = d->children[kids[j]];
+        for (int64_t j = 0; j < last - first; j++) counts[j] = d->state[2 * kids[j]];
+        for (int64_t i = first; i < last; i++) {
+            const int64_t v = d->entries[i];
+            int64_t child = kids[i - first], n = d->next_n[v];
+            if (numbers[i - first] != n || d->state[2 * child] >= d->state[2 * child + 1]) {
+                const uint64_t key = mix64(d->keys[v] + after);
+                for (;; n++) {
+                    child = d->children[d->start[v] + listed_index(key, n, d->listed[v])];
+                    if (d->state[2 * child] < d->state[2 * child + 1]) break;
+                }
+            }
+            d->next_n[v] = n + 1;
+            const int64_t count = d->state[2 * child], cap = d->state[2 * child + 1];
+            d->state[2 * child] = count + 1;
+            d->out_child[i] = child;
+            d->out_draws[i] = count;
+            d->out_final[i] = count + 1 == cap;
+            if (count + 1 == cap) d->dead[v] += 1;
+        }
+        for (int64_t i = first; i < last; i++) planned[d->entries[i]] = d->next_n[d->entries[i]];
+    }
+    free(planned);
+    return 0;
+}
+
+static PyObject *py_descend(PyObject *self, PyObject *args) {
+    /* entries, keys, start, listed, children; next_n, dead, state; window; the outputs */
+    Py_buffer b[11];
+    long long window;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*Lw*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &window, &b[8], &b[9], &b[10]))
+        return NULL;
+    Descent d = {
+        .size = b[0].len / 8, .n_nodes = b[5].len / 8, .window = (int64_t)window,
+        .entries = b[0].buf, .keys = b[1].buf, .start = b[2].buf, .listed = b[3].buf,
+        .children = b[4].buf, .next_n = b[5].buf, .dead = b[6].buf, .state = b[7].buf,
+        .out_child = b[8].buf, .out_draws = b[9].buf, .out_final = b[10].buf,
+    };
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = descend(&d);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 11; i++) PyBuffer_Release(&b[i]);
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+
+/* ---- Pass lookups (passes.PassTable.lookup) ---- */
+
+#define SMALL_PASS 32    /* passes.SMALL_PASS */
+#define TABLE_ROWS 4096  /* passes.TABLE_ROWS */
+#define RADIX_FROM 1024  /* passes at least this long are sorted by radix passes (speed only) */
+
+static inline int64_t read_id(const void *ids, int wide, int64_t i) {
+    return wide ? ((const int64_t *)ids)[i] : (int64_t)((const int32_t *)ids)[i];
+}
+
+static inline void write_id(void *ids, int wide, int64_t i, int64_t value) {
+    if (wide)
+        ((int64_t *)ids)[i] = value;
+    else
+        ((int32_t *)ids)[i] = (int32_t)value;
+}
+
+/* Sorts packed (key << 32 | position) values ascending: a bucket per value by the
+ * key's top bits (the keys are uniform), then insertion inside each bucket. `spare`
+ * holds n values and n + 1 counts. */
+static void sort_small(uint64_t *a, int64_t n, uint64_t *spare) {
+    int64_t *count = (int64_t *)(spare + n);
+    for (int64_t b = 0; b <= n; b++) count[b] = 0;
+    for (int64_t i = 0; i < n; i++) count[((a[i] >> 32) * (uint64_t)n) >> 32]++;
+    int64_t total = 0;
+    for (int64_t b = 0; b <= n; b++) {
+        int64_t c = count[b];
+        count[b] = total;
+        total += c;
+    }
+    for (int64_t i = 0; i < n; i++) spare[count[((a[i] >> 32) * (uint64_t)n) >> 32]++] = a[i];
+    for (int64_t i = 0; i < n; i++) {  /* each bucket's values follow the buckets before */
+        uint64_t v = spare[i];
+        int64_t j = i - 1;
+        for (; j >= 0 && a[j] > v; j--) a[j + 1] = a[j];
+        a[j + 1] = v;
+    }
+}
+
+/* Stable LSD radix sort of packed values by their top 32 bits (11-bit digits). */
+static int sort_radix(uint64_t *a, int64_t n) {
+    uint64_t *b = malloc(sizeof(uint64_t) * (size_t)n);
+    int64_t *count = malloc(sizeof(int64_t) * 2048);
+    if (b == NULL || count == NULL) {
+        free(b);
+        free(count);
+        return -1;
+    }
+    for (int shift = 32; shift < 64; shift += 11) {
+        for (int k = 0; k < 2048; k++) count[k] = 0;
+        for (int64_t i = 0; i < n; i++) count[(a[i] >> shift) & 2047]++;
+        int64_t total = 0;
+        for (int k = 0; k < 2048; k++) {
+            int64_t c = count[k];
+            count[k] = total;
+            total += c;
+        }
+        for (int64_t i = 0; i < n; i++) b[count[(a[i] >> shift) & 2047]++] = a[i];
+        uint64_t *t = a;
+        a = b;
+        b = t;
+    }
+    /* three passes: the sorted values are in the buffer that was b; copy back */
+    for (int64_t i = 0; i < n; i++) b[i] = a[i];
+    free(a);
+    free(count);
+    return 0;
+}
+
+/* q = x / d and x - q d for 0 <= x < 2**53 and 1 <= d < 2**31: a float64 quotient,
+ * corrected by one where rounding moved it (several times faster than an integer
+ * division, the same result). */
+static inline int64_t divide(int64_t x, int64_t d, int64_t *remainder) {
+    int64_t q = (int64_t)((double)x / (double)d), r = x - q * d;
+    if (r < 0) {
+        q--;
+        r += d;
+    } else if (r >= d) {
+        q++;
+        r -= d;
+    }
+    *remainder = r;
+    return q;
+}
+
+
+typedef struct {
+    int64_t size, first, n_groups, cache_size, used, n_members, table_size, largest;
+    const int64_t *group, *draw;
+    int64_t *records, *cached_at, *out;
+    const void *members;
+    void *cache;
+    const uint8_t *table;
+    int wide;
+    int64_t bad; /* the position of a draw out of range, when one is */
+} Lookup;
+
+/* Writes pass p of the group at `record` into the cache at `at`: its members in the
+ * order of the sort keys (mix64(P + (i + 1) GAMMA) >> 32, i), P = the pass key. */
+static int make_pass(Lookup *L, const int64_t *record, uint64_t pass_key, int64_t at, uint64_t *keys) {
+    uint64_t *spare = keys + L->largest;
+    const int64_t offset = record[0], size = record[1];
+    for (int64_t i = 0; i < size; i++) {
+        uint64_t word = mix64(pass_key + (uint64_t)(i + 1) * GAMMA);
+        keys[i] = (word >> 32) << 32 | (uint64_t)i;
+    }
+    if (size >= RADIX_FROM) {
+        if (sort_radix(keys, size)) return -1;
+    } else {
+        sort_small(keys, size, spare);
+    }
+    for (int64_t k = 0; k < size; k++)
+        write_id(L->cache, L->wide, at + k, read_id(L->members, L->wide, offset + (int64_t)(keys[k] & 0xFFFFFFFFULL)));
+    return 0;
+}
+
+enum { CACHED, SMALL, MISSED };
+
+/* Documents of draws `draw` of groups `group` from position `first` on. Returns the
+ * position where the cache ran out of room (size when done), -1 out of memory, or
+ * -2 for a draw of a group not in the table or a negative one (at L->bad). In batches: where each draw's document is, for all of a batch (independent loads
+ * the CPU overlaps), then the documents; the draws of passes not cached are done in
+ * order after them, each making its pass once. */
+static int64_t lookup(Lookup *L, uint64_t *keys, int64_t *where, int64_t *base, uint8_t *kind) {
+    for (int64_t first = L->first; first < L->size; first += BATCH) {
+        const int64_t last = first + BATCH < L->size ? first + BATCH : L->size;
+        for (int64_t i = first; i < last; i++) {
+            if (i + AHEAD < L->size) {
+                const int64_t ahead = L->group[i + AHEAD];
+                if (ahead >= 0 && ahead < L->n_groups) PREFETCH(L->records + 4 * ahead);
+            }
+            const int64_t g = L->group[i], j = L->draw[i], k = i - first;
+            if (g < 0 || g >= L->n_groups || j < 0 || j >= ((int64_t)1 << 53)) {
+                L->bad = i;
+                return -2;
+            }
+            const int64_t *record = L->records + 4 * g;
+            int64_t cursor;
+            const int64_t size = record[1], pass = divide(j, size, &cursor);
+            if (size <= SMALL_PASS) {
+                const uint64_t pass_key = mix64((uint64_t)record[2] + (uint64_t)(pass + 1) * GAMMA);
+                const int64_t row = (int64_t)(pass_key & (TABLE_ROWS - 1));
+                int64_t turn;
+                divide((int64_t)(pass_key >> 32), size, &turn);
+                int64_t turned = cursor + turn;
+                if (turned >= size) turned -= size;
+                kind[k] = SMALL;
+                where[k] = record[3] + row * size + turned;
+                base[k] = record[0];
+            } else if (record[3] == pass) {
+                kind[k] = CACHED;
+                where[k] = L->cached_at[g] + cursor;
+            } else {
+                kind[k] = MISSED;
+            }
+        }
+        for (int64_t k = 0; k < last - first; k++) {
+            if (kind[k] == CACHED)
+                L->out[first + k] = read_id(L->cache, L->wide, where[k]);
+            else if (kind[k] == SMALL)
+                where[k] = L->table[where[k]];
+        }
+        for (int64_t k = 0; k < last - first; k++)
+            if (kind[k] == SMALL) L->out[first + k] = read_id(L->members, L->wide, base[k] + where[k]);
+        for (int64_t i = first; i < last; i++) {
+            if (kind[i - first] != MISSED) continue;
+            const int64_t g = L->group[i], j = L->draw[i];
+            int64_t *record = L->records + 4 * g;
+            int64_t cursor;
+            const int64_t size = record[1], pass = divide(j, size, &cursor);
+            if (record[3] != pass) {  /* not made by an earlier draw of this batch */
+                if (L->used + size > L->cache_size) return i;
+                const int64_t at = L->used;
+                const uint64_t pass_key = mix64((uint64_t)record[2] + (uint64_t)(pass + 1) * GAMMA);
+                if (make_pass(L, record, pass_key, at, keys)) return -1;
+                L->used += size;
+                if (pass < record[3]) {  /* an earlier pass than the cached one: not kept */
+                    L->out[i] = read_id(L->cache, L->wide, at + cursor);
+                    continue;
+                }
+                record[3] = pass;
+                L->cached_at[g] = at;
+            }
+            L->out[i] = read_id(L->cache, L->wide, L->cached_at[g] + cursor);
+        }
+    }
+    return L->size;
+}
+
+static PyObject *py_lookup(PyObject *self, PyObject *args) {
+    /* group, draw, members, table; records, cached_at, cache, out; first, used, largest, wide */
+    Py_buffer b[8];
+    long long first, used, largest;
+    int wide;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*w*w*LLLp", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &first, &used, &largest, &wide))
+        return NULL;
+    const int64_t width = wide ? 8 : 4;
+    Lookup L = {
+        .size = b[0].len / 8, .first = (int64_t)first, .n_groups = b[5].len / 8,
+        .cache_size = b[6].len / width, .used = (int64_t)used, .n_members = b[2].len / width,
+        .table_size = b[3].len, .group = b[0].buf, .draw = b[1].buf, .members = b[2].buf,
+        .table = b[3].buf, .records = b[4].buf, .cached_at = b[5].buf, .cache = b[6].buf,
+        .out = b[7].buf, .wide = wide,
+    };
+    int64_t stopped = -1;
+    L.largest = largest > 0 ? (int64_t)largest : 1;
+    /* a pass's keys, the small sort's spare values and counts; a batch's places and kinds */
+    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)(3 * L.largest + 1 + 2 * BATCH) + BATCH);
+    if (keys != NULL) {
+        int64_t *where = (int64_t *)(keys + 3 * L.largest + 1), *base = where + BATCH;
+        Py_BEGIN_ALLOW_THREADS
+        stopped = lookup(&L, keys, where, base, (uint8_t *)(base + BATCH));
+        Py_END_ALLOW_THREADS
+        free(keys);
+    }
+    for (int i = 0; i < 8; i++) PyBuffer_Release(&b[i]);
+    if (stopped == -2)
+        return PyErr_Format(PyExc_ValueError,
+                            "kernels: draw %lld of group %lld (position %lld) is not in the table",
+                            (long long)L.draw[L.bad], (long long)L.group[L.bad], (long long)L.bad);
+    if (stopped < 0) return PyErr_NoMemory();
+    return Py_BuildValue("LL", (long long)stopped, (long long)L.used);
+}
+
+/* ---- A window's candidates (treewindows.TreeWindows._top) ---- */
+
+/* Keeps the candidates whose entry has not taken its cap, counting the earlier
+ * candidates: the kept ones in order, their draw numbers and last-draw flags.
+ * Returns how many were kept. */
+static int64_t take(int64_t size, const int64_t *candidates, int64_t entries, int64_t *state,
+                    int64_t *out_entry, int64_t *out_draws, uint8_t *out_final) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < size; i++) {
+        if (i + AHEAD < size) {
+            const int64_t ahead = candidates[i + AHEAD];
+            if (ahead >= 0 && ahead < entries) PREFETCH(state + 2 * ahead);
+        }
+        const int64_t c = candidates[i];
+        if (c < 0 || c >= entries) return -1 - i;
+        const int64_t count = state[2 * c], cap = state[2 * c + 1];
+        if (count >= cap) continue;
+        state[2 * c] = count + 1;
+        out_entry[kept] = c;
+        out_draws[kept] = count;
+        out_final[kept] = count + 1 == cap;
+        kept++;
+    }
+    return kept;
+}
+
+static PyObject *py_take(PyObject *self, PyObject *args) {
+    Py_buffer b[5]; /* candidates; state, out_entry, out_draws, out_final */
+    if (!PyArg_ParseTuple(args, "y*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4])) return NULL;
+    int64_t kept;
+    Py_BEGIN_ALLOW_THREADS
+    kept = take(b[0].len / 8, b[0].buf, b[1].len / 16, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 5; i++) PyBuffer_Release(&b[i]);
+    if (kept < 0)
+        return PyErr_Format(PyExc_ValueError, "kernels: candidate %lld is not an entry of the state",
+                            (long long)(-1 - kept));
+    return PyLong_FromLongLong((long long)kept);
+}
+
+/* ---- A slab of the planned order (slabs.SlabOrder.slab_with_lasts) ---- */
+
+/* The draws of a slab, cluster after cluster (cluster c: draws low[c] .. low[c] +
+ * span[c] - 1 of n_k[c]), ordered by (time, cluster-major position) where time =
+ * (int64)((j + phi) / n_k * 2**40) - offset: the groups, draw numbers and whether
+ * each is its cluster's last draw, in order. LSD radix passes of 11 bits on the
+ * time, positions kept in order. Returns 0, or -1 out of memory. */
+static int slab(int64_t m, const int64_t *span, const int64_t *low, const double *phi,
+                const int64_t *n_k, const int64_t *groups, int64_t offset, int64_t n,
+                int64_t *out_groups, int64_t *out_draws, uint8_t *out_last) {
+    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)(2 * n + 1));
+    uint32_t *places = malloc(sizeof(uint32_t) * (size_t)(3 * n + 1));
+    int64_t *count = malloc(sizeof(int64_t) * (size_t)(2048 > m + 1 ? 2048 : m + 1));
+    if (keys == NULL || places == NULL || count == NULL) {
+        free(keys);
+        free(places);
+        free(count);
+        return -1;
+    }
+    uint64_t *key = keys, *key2 = keys + n, top = 0;
+    uint32_t *at = places, *at2 = places + n, *owner = places + 2 * n;
+    int64_t p = 0;
+    for (int64_t c = 0; c < m; c++) {
+        for (int64_t t = 0; t < span[c]; t++, p++) {
+            double tau = ((double)(low[c] + t) + phi[c]) / (double)n_k[c];
+            tau *= 1099511627776.0; /* 2**40 */
+            key[p] = (uint64_t)((int64_t)tau - offset);
+            at[p] = (uint32_t)p;
+            owner[p] = (uint32_t)c;
+            if (key[p] > top) top = key[p];
+        }
+    }
+    for (int shift = 0; shift == 0 || (shift < 64 && (top >> shift) != 0); shift += 11) {
+        for (int k = 0; k < 2048; k++) count[k] = 0;
+        for (int64_t i = 0; i < n; i++) count[(key[i] >> shift) & 2047]++;
+        int64_t total = 0;
+        for (int k = 0; k < 2048; k++) {
+            const int64_t c = count[k];
+            count[k] = total;
+            total += c;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t to = count[(key[i] >> shift) & 2047]++;
+            key2[to] = key[i];
+            at2[to] = at[i];
+        }
+        uint64_t *swap_key = key;
+        key = key2;
+        key2 = swap_key;
+        uint32_t *swap_at = at;
+        at = at2;
+        at2 = swap_at;
+    }
+    int64_t *first = count; /* where each cluster's draws start, cluster-major */
+    first[0] = 0;
+    for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t q = at[i], c = owner[q];
+        const int64_t draw = low[c] + ((int64_t)q - first[c]);
+        out_groups[i] = groups[c];
+        out_draws[i] = draw;
+        out_last[i] = draw + 1 == n_k[c];
+    }
+    free(keys);
+    free(places);
+    free(count);
+    return 0;
+}
+
+static PyObject *py_slab(PyObject *self, PyObject *args) {
+    /* span, low, phi, n_k, groups; out_groups, out_draws, out_last; offset */
+    Py_buffer b[8];
+    long long offset;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*L", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &offset))
+        return NULL;
+    int failed;
+    const int64_t m = b[0].len / 8, n = b[5].len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    failed = slab(m, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, (int64_t)offset, n,
+                  b[5].buf, b[6].buf, b[7].buf);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 8; i++) PyBuffer_Release(&b[i]);
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"descend", py_descend, METH_VARARGS, "The tree descent of one level (see kernels.descend)."},
+    {"slab", py_slab, METH_VARARGS, "A slab of the planned order (see kernels.slab)."},
+    {"take", py_take, METH_VARARGS, "The kept candidates of a window (see kernels.take)."},
+    {"lookup", py_lookup, METH_VARARGS, "Documents of draws of a pass table (see kernels.lookup)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ckernels", "Compiled loops of the schedule (see kernels.py).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit_ckernels(void) { return PyModule_Create(&module); }

@@ -1,0 +1,234 @@
+"""Compiled loops of the schedule's hot paths, where the C extension was built.
+
+``clusterclip.schedule.ckernels`` (``ckernels.c``, built by ``pip install``
+with the system's C compiler) runs a few of the schedule's loops in C. Each
+computes exactly what the numpy code beside it computes: the numpy code is the
+reference, and the fallback where the extension is not there (installed
+without a compiler) or switched off (``CLUSTERCLIP_KERNELS=numpy``, or
+:func:`numpy_only` in tests). Which one runs changes speed, never a byte.
+
+Why C and not numpy: at 10^5 tree leaves the numpy descent is mostly numpy's
+own passes over the candidates, and at 10^6 both are bound by memory, which
+only a loop that loads a batch's candidates before taking them overlaps
+(docs/performance.md, "What compiled loops would buy";
+``benchmarks/bench_compiled_descent.py``).
+
+>>> isinstance(compiled(), bool)
+True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["ENV", "compiled", "descend", "lookup", "numpy_only", "slab", "take"]
+
+#: Set to ``numpy`` to run the numpy code even where the extension is built.
+ENV = "CLUSTERCLIP_KERNELS"
+
+try:
+    from clusterclip.schedule import ckernels as _built
+except ImportError:  # installed without a C compiler: the numpy code runs
+    _built = None
+
+_OFF = False  # numpy_only() in effect
+
+
+def _module() -> ModuleType | None:
+    if _OFF or os.environ.get(ENV, "").strip().lower() == "numpy":
+        return None
+    return _built
+
+
+def compiled() -> bool:
+    """Whether the compiled loops run here (built, and not switched off)."""
+    return _module() is not None
+
+
+@contextmanager
+def numpy_only() -> Iterator[None]:
+    """Run the numpy code inside the block (for tests that compare both; not thread-safe).
+
+    >>> with numpy_only():
+    ...     compiled()
+    False
+    """
+    global _OFF
+    before, _OFF = _OFF, True
+    try:
+        yield
+    finally:
+        _OFF = before
+
+
+def _int64(array: np.ndarray, name: str) -> None:
+    if array.dtype != np.int64 or not array.flags.c_contiguous:
+        raise TypeError(f"kernels: {name} must be C-ordered int64, got {array.dtype}")
+
+
+def take(
+    candidates: np.ndarray, state: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A window's kept candidates in C (:meth:`TreeWindows._top`), or None where numpy must run.
+
+    ``state`` holds every entry's count and cap side by side (counts updated):
+    a candidate is kept while its entry's count, with the earlier candidates'
+    draws, is below its cap. Returns the kept candidates in order, their draw
+    numbers and which take their entry's last draw.
+    """
+    module = _module()
+    if module is None:
+        return None
+    _int64(candidates, "candidates")
+    _int64(state, "state")
+    if state.ndim != 2 or state.shape[1] != 2:
+        raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
+    entry = np.empty(candidates.size, dtype=np.int64)
+    draws = np.empty(candidates.size, dtype=np.int64)
+    final = np.empty(candidates.size, dtype=np.bool_)
+    kept = module.take(candidates, state, entry, draws, final)
+    return entry[:kept], draws[:kept], final[:kept]
+
+
+def descend(
+    entries: np.ndarray,
+    keys: np.ndarray,
+    start: np.ndarray,
+    listed: np.ndarray,
+    children: np.ndarray,
+    next_n: np.ndarray,
+    dead: np.ndarray,
+    state: np.ndarray,
+    window: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """One level of the tree descent in C, or None where the numpy code must run.
+
+    The arguments are :meth:`TreeWindows._descend`'s: the node of every
+    position, the level's stream keys, listing (``start``, ``listed``,
+    ``children``), stream counters ``next_n`` and exhausted counts ``dead``
+    (both updated), the children's count and cap rows ``state`` (counts
+    updated) and the window. Returns the children, their draw numbers and
+    which take their child's last draw, in position order.
+    """
+    module = _module()
+    if module is None:
+        return None
+    for array, name in (
+        (entries, "entries"), (start, "start"), (listed, "listed"), (children, "children"),
+        (next_n, "next_n"), (dead, "dead"), (state, "state"),
+    ):  # fmt: skip
+        _int64(array, name)
+    if keys.dtype != np.uint64 or not keys.flags.c_contiguous:
+        raise TypeError(f"kernels: keys must be C-ordered uint64, got {keys.dtype}")
+    if state.ndim != 2 or state.shape[1] != 2:
+        raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
+    if not (keys.size == start.size == listed.size == next_n.size == dead.size):
+        raise ValueError("kernels: the level's arrays differ in length")
+    # What the loop indexes stays inside its arrays (the children index the state rows
+    # by construction: they list the level below once each).
+    if entries.size and (int(entries.min()) < 0 or int(entries.max()) >= keys.size):
+        raise ValueError("kernels: a position's node is not in the level")
+    if keys.size and int((start + listed).max()) > children.size:
+        raise ValueError("kernels: a node lists children outside the level's children")
+    child = np.empty(entries.size, dtype=np.int64)
+    draws = np.empty(entries.size, dtype=np.int64)
+    final = np.empty(entries.size, dtype=np.bool_)
+    module.descend(
+        entries, keys, start, listed, children, next_n, dead, state, int(window),
+        child, draws, final,
+    )  # fmt: skip
+    return child, draws, final
+
+
+def lookup(
+    group: np.ndarray,
+    draw: np.ndarray,
+    first: int,
+    records: np.ndarray,
+    cached_at: np.ndarray,
+    cache: np.ndarray,
+    used: int,
+    members: np.ndarray,
+    table: np.ndarray,
+    out: np.ndarray,
+    largest: int,
+) -> tuple[int, int] | None:
+    """Documents of draws of a :class:`~clusterclip.schedule.passes.PassTable` in C, or None.
+
+    Fills ``out[first:]`` with the documents of draws ``draw`` of groups
+    ``group`` (what :meth:`PassTable.lookup` returns), making the passes not
+    cached into ``cache`` from entry ``used`` on and updating the groups'
+    cached passes (``records[:, 3]``, ``cached_at``). Stops where a new pass
+    does not fit in the cache; ``largest`` bounds the groups' sizes. A draw of
+    a group not in the table, or a negative one, raises ValueError (the loop
+    checks each). Returns ``(stopped, used)``: the first position
+    not filled (``group.size`` when done) and the cache entries used.
+    None where the numpy code must run (not built, switched off, or passes too
+    long to pack a position beside a 32-bit key).
+    """
+    module = _module()
+    if module is None:
+        return None
+    for array, name in (
+        (group, "group"), (draw, "draw"), (records, "records"), (cached_at, "cached_at"),
+        (out, "out"),
+    ):  # fmt: skip
+        _int64(array, name)
+    n_groups = cached_at.size
+    if records.shape != (n_groups, 4):
+        raise ValueError(f"kernels: records must have shape ({n_groups}, 4), got {records.shape}")
+    if largest >= 2**31:
+        return None
+    if members.dtype not in (np.int32, np.int64) or cache.dtype != members.dtype:
+        raise TypeError("kernels: members and cache must share an int32 or int64 dtype")
+    if table.dtype != np.uint8 or not (members.flags.c_contiguous and cache.flags.c_contiguous):
+        raise TypeError("kernels: members, cache and table must be C-ordered (table uint8)")
+    if group.size != draw.size or out.size != group.size:
+        raise ValueError("kernels: group, draw and out differ in length")
+    stopped, used = module.lookup(
+        group, draw, members, table, records, cached_at, cache, out,
+        int(first), int(used), largest, members.dtype == np.int64,
+    )  # fmt: skip
+    return int(stopped), int(used)
+
+
+def slab(
+    span: np.ndarray,
+    low: np.ndarray,
+    phi: np.ndarray,
+    draws_of: np.ndarray,
+    groups: np.ndarray,
+    offset: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A slab of the planned order in C (:meth:`SlabOrder.slab_with_lasts`), or None.
+
+    Cluster ``c`` of the slab (group ``groups[c]``, ``draws_of[c]`` planned
+    draws, phase ``phi[c]``) takes its draws ``low[c]`` to ``low[c] + span[c] - 1``;
+    they are ordered by ``(time, cluster, draw)`` with ``time =
+    int((j + phi) / n * 2**40) - offset``. Returns the groups and draw numbers
+    in that order, and which are their cluster's last planned draw.
+    """
+    module = _module()
+    if module is None:
+        return None
+    for array, name in ((span, "span"), (low, "low"), (draws_of, "draws_of"), (groups, "groups")):
+        _int64(array, name)
+    if phi.dtype != np.float64 or not phi.flags.c_contiguous:
+        raise TypeError("kernels: phi must be C-ordered float64")
+    if not (span.size == low.size == phi.size == draws_of.size == groups.size):
+        raise ValueError("kernels: the slab's clusters differ in length")
+    n = int(span.sum())
+    if n >= 2**32 or span.size >= 2**32:
+        return None
+    if span.size and (int(span.min()) < 0 or int((low + span - draws_of).max()) > 0):
+        raise ValueError("kernels: a slab draws past a cluster's plan")
+    out_groups = np.empty(n, dtype=np.int64)
+    out_draws = np.empty(n, dtype=np.int64)
+    last = np.empty(n, dtype=np.bool_)
+    module.slab(span, low, phi, draws_of, groups, out_groups, out_draws, last, int(offset))
+    return out_groups, out_draws, last

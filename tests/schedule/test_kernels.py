@@ -1,0 +1,251 @@
+"""The compiled loops (clusterclip.schedule.kernels) give the numpy code's bytes.
+
+The numpy code is the reference: every result of the C extension is compared
+with the same computation under :func:`numpy_only`, on fresh state each way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusterclip.schedule import build_schedule, kernels
+from clusterclip.schedule.passes import SMALL_PASS, PassTable
+from clusterclip.schedule.slabs import SlabOrder
+from clusterclip.schedule.treewindows import TreeWindows
+from tests.product_support import in_ci
+
+from .conftest import quiet
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(autouse=True)
+def _built() -> None:
+    """Every test here needs the extension: fail under CI without it, else skip."""
+    if kernels.compiled():
+        return
+    reason = "clusterclip.schedule.ckernels is not built (pip install . with a C compiler)"
+    if in_ci():
+        pytest.fail(f"CI=true requires the compiled loops: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def test_switches_off_by_environment_and_context(monkeypatch):
+    assert kernels.compiled()
+    with kernels.numpy_only():
+        assert not kernels.compiled()
+    monkeypatch.setenv(kernels.ENV, "numpy")
+    assert not kernels.compiled()
+
+
+def _table(sizes: np.ndarray, wide: bool) -> PassTable:
+    n = int(sizes.sum())
+    members = np.random.default_rng(n).permutation(n).astype(np.int64 if wide else np.int32)
+    keys = np.arange(sizes.size, dtype=np.int64) * 3 + 1
+    return PassTable(members, sizes, keys, seed=5, purpose=2)
+
+
+@st.composite
+def tables(draw):
+    """Group sizes from the small table's to the radix sort's, and segments of draws."""
+    kinds = draw(st.lists(st.sampled_from(["small", "mid", "large"]), min_size=1, max_size=12))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    bounds = {"small": (1, SMALL_PASS), "mid": (SMALL_PASS + 1, 300), "large": (1024, 3000)}
+    sizes = np.array([rng.integers(*bounds[k], endpoint=True) for k in kinds], dtype=np.int64)
+    segments = []
+    drawn = np.zeros(sizes.size, dtype=np.int64)
+    for _ in range(draw(st.integers(1, 6))):  # draws in order per group, as a stream asks
+        group = rng.integers(0, sizes.size, draw(st.integers(0, 4000)))
+        rank = np.zeros(group.size, dtype=np.int64)
+        for g in np.unique(group):
+            at = np.flatnonzero(group == g)
+            rank[at] = drawn[g] + np.arange(at.size) * rng.integers(1, 3)
+            drawn[g] = rank[at[-1]] + 1 if at.size else drawn[g]
+        segments.append((group, rank))
+    # then draws of earlier passes (a token count's prefix): not the cached ones
+    group = rng.integers(0, sizes.size, 200)
+    segments.append((group, rng.integers(0, np.maximum(drawn[group], 1))))
+    return sizes, segments, draw(st.booleans())
+
+
+@SETTINGS
+@given(tables())
+def test_lookups_are_the_numpy_lookups(case):
+    sizes, segments, wide = case
+    compiled, reference = _table(sizes, wide), _table(sizes, wide)
+    for group, draw in segments:
+        got = compiled.lookup(group, draw)
+        with kernels.numpy_only():
+            expected = reference.lookup(group, draw)
+        assert got.dtype == np.int64
+        assert np.array_equal(got, expected)
+
+
+def test_lookups_make_room_when_the_cache_is_full():
+    """Every group draws a whole pass per round: the cache fills and is compacted between draws."""
+    sizes = np.array([40, 700, 1500, 33, 5], dtype=np.int64)
+    compiled, reference = _table(sizes, False), _table(sizes, False)
+    capacity = compiled._cache.size
+    rng = np.random.default_rng(0)
+    for round_ in range(12):
+        group = rng.permutation(np.repeat(np.arange(sizes.size), sizes))
+        by_group = np.argsort(group, kind="stable")  # each group's draws in order of position
+        rank = np.empty(group.size, dtype=np.int64)
+        rank[by_group] = np.arange(group.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        draw = round_ * sizes[group] + rank
+        got = compiled.lookup(group, draw)
+        with kernels.numpy_only():
+            assert np.array_equal(got, reference.lookup(group, draw))
+    assert compiled._cache.size == capacity  # compacted, not grown
+
+
+def test_lookup_refuses_bad_input():
+    table = _table(np.array([40, 3]), False)
+    with pytest.raises(ValueError, match=r"draw 0 of group 2 \(position 1\) is not in the table"):
+        table.lookup(np.array([0, 2]), np.array([0, 0]))
+    with pytest.raises(ValueError, match="draw -1 of group 0"):
+        table.lookup(np.array([0]), np.array([-1]))
+
+
+@st.composite
+def trees(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n_groups = draw(st.integers(2, 3000))
+    depth = draw(st.integers(1, 3))
+    paths = np.zeros((n_groups, depth), dtype=np.int64)
+    width = n_groups
+    for level in range(depth - 1, -1, -1):  # each level's nodes have one parent above
+        width = max(1, width // draw(st.integers(2, 20)))
+        below = paths[:, level + 1] if level + 1 < depth else np.arange(n_groups)
+        parent = rng.integers(0, width, int(below.max()) + 1)
+        paths[:, level] = parent[below]
+    caps = rng.integers(1, draw(st.integers(2, 12)), n_groups).astype(np.int64)
+    return draw(st.integers(0, 2**40)), caps, paths
+
+
+def _same_descents(seed, caps, paths, weights=None) -> None:
+    """Every chunk of a tree's (or flat) windows, compiled and in numpy, from fresh state each."""
+    weights = np.ones(caps.size) if weights is None else weights
+    compiled = TreeWindows(seed, weights, caps.copy(), paths)
+    with kernels.numpy_only():
+        reference = TreeWindows(seed, weights, caps.copy(), paths)
+    while True:
+        got = compiled.next()
+        with kernels.numpy_only():
+            expected = reference.next()
+        if got is None or expected is None:
+            assert got is None and expected is None
+            break
+        assert (got.start, got.size) == (expected.start, expected.size)
+        for field in ("groups", "draws", "clips"):
+            assert np.array_equal(getattr(got, field), getattr(expected, field))
+    assert np.array_equal(compiled.counts, reference.counts)
+
+
+@SETTINGS
+@given(trees())
+def test_tree_descents_are_the_numpy_descents(case):
+    _same_descents(*case)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_tree_descents_over_many_windows(depth):
+    """Lists compacted at windows' starts as children run out: the counts that decide it."""
+    rng = np.random.default_rng(depth)
+    n_groups = 20_000
+    mid = rng.integers(0, 400, n_groups)
+    paths = (
+        rng.integers(0, 30, 400)[mid][:, None]
+        if depth == 1
+        else np.column_stack((rng.integers(0, 30, 400)[mid], mid))
+    )
+    caps = rng.integers(1, 30, n_groups).astype(np.int64)
+    caps[rng.random(n_groups) < 0.5] = 1  # many children run out early
+    _same_descents(11, caps, paths)
+
+
+@pytest.mark.parametrize("groups", [300, 20_000])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_flat_windows_are_the_numpy_windows(groups, weighted):
+    """Flat policies: a window's candidates kept in order until their groups' caps."""
+    rng = np.random.default_rng(groups)
+    caps = rng.integers(1, 40, groups).astype(np.int64)
+    weights = rng.random(groups) + 0.1 if weighted else None
+    _same_descents(3, caps, None, weights)
+
+
+def test_take_refuses_a_candidate_outside_the_state():
+    with pytest.raises(ValueError, match="candidate 1 is not an entry"):
+        kernels.take(np.array([0, 3]), np.zeros((3, 2), dtype=np.int64))
+
+
+def test_descent_refuses_a_node_outside_the_level():
+    windows = TreeWindows(1, np.ones(6), np.full(6, 2), np.array([[0], [0], [1], [1], [2], [2]]))
+    level = windows.levels[0]
+    state = windows._leaves
+    with pytest.raises(ValueError, match="not in the level"):
+        kernels.descend(np.array([7]), level.keys, level.start, level.listed, level.children,
+                        windows.next_n[0], level.dead, state, 0)  # fmt: skip
+    with pytest.raises(TypeError, match="int64"):
+        kernels.descend(np.array([0], np.int32), level.keys, level.start, level.listed,
+                        level.children, windows.next_n[0], level.dead, state, 0)  # fmt: skip
+
+
+@SETTINGS
+@given(st.integers(1, 4000), st.integers(1, 80), st.integers(0, 2**32 - 1))
+def test_planned_slabs_are_the_numpy_slabs(clusters, most, seed):
+    """Every slab of a planned order (several once the plan passes 2**16 draws)."""
+    rng = np.random.default_rng(seed)
+    plan = rng.integers(0, most, clusters)
+    plan[rng.integers(0, clusters)] += rng.integers(0, 3 * 2**16)  # one large cluster
+    phases = rng.random(clusters)
+    compiled = SlabOrder(plan, phases)
+    with kernels.numpy_only():
+        reference = SlabOrder(plan, phases)
+    for i in range(compiled.n_slabs):
+        got = compiled.slab_with_lasts(i)
+        with kernels.numpy_only():
+            expected = reference.slab_with_lasts(i)
+        for a, b in zip(got, expected, strict=True):
+            assert np.array_equal(a, b)
+
+
+def test_slab_refuses_draws_past_a_plan():
+    one = np.ones(1, dtype=np.int64)
+    with pytest.raises(ValueError, match="past a cluster's plan"):
+        kernels.slab(2 * one, one, np.full(1, 0.5), 2 * one, 0 * one, 0)
+
+
+def _schedules(labels, **options):
+    got = quiet(build_schedule, labels, **options)
+    with kernels.numpy_only():
+        expected = quiet(build_schedule, labels, **options)
+    return got, expected
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_repeats": 3},
+        {"max_repeats": None, "order": "planned"},
+        {"policy": "random", "max_repeats": 2},  # one corpus group: the radix sort
+        {"policy": "temperature", "alpha": 0.5, "max_repeats": 1, "on_exhausted": "random"},
+        {"policy": "hierarchical", "max_repeats": 2, "on_exhausted": "random"},
+    ],
+)
+def test_whole_schedules_are_the_numpy_schedules(options):
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 400, 60_000)
+    labels[::50] = -1
+    if options.get("policy") == "hierarchical":
+        options = dict(options, levels=(np.maximum(labels, 0) // 9)[:, None])
+    got, expected = _schedules(labels, num_samples=150_000, seed=9, **options)
+    assert np.array_equal(got.indices, expected.indices)
+    for field in dataclasses.fields(got.stats):
+        a, b = getattr(got.stats, field.name), getattr(expected.stats, field.name)
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, field.name
