@@ -17,6 +17,7 @@ from clusterclip.schedule import build_schedule, kernels
 from clusterclip.schedule.passes import SMALL_PASS, PassTable
 from clusterclip.schedule.slabs import SlabOrder
 from clusterclip.schedule.treewindows import TreeWindows
+from clusterclip.schedule.windows import cdf_guide, listed_cdf
 from tests.product_support import in_ci
 
 from .conftest import quiet
@@ -177,6 +178,19 @@ def test_flat_windows_are_the_numpy_windows(groups, weighted):
     caps = rng.integers(1, 40, groups).astype(np.int64)
     weights = rng.random(groups) + 0.1 if weighted else None
     _same_descents(3, caps, None, weights)
+
+
+@SETTINGS
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1), st.booleans())
+def test_weighted_candidates_are_searchsorted(groups, seed, skewed):
+    """The first cumulative weight above each u, from the guide: searchsorted's answer."""
+    rng = np.random.default_rng(seed)
+    weights = rng.pareto(0.5, groups) + 1e-12 if skewed else rng.random(groups) + 0.01
+    cdf = listed_cdf(weights, np.arange(groups))
+    u = rng.random(5000)
+    u[:100] = np.minimum(cdf[rng.integers(0, groups, 100)], np.nextafter(1.0, 0.0))  # on a step
+    got = kernels.inverse_cdf(cdf, u, cdf_guide(cdf))
+    assert np.array_equal(got, np.searchsorted(cdf, u, side="right"))
 
 
 def test_take_refuses_a_candidate_outside_the_state():

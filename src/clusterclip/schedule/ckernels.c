@@ -470,8 +470,59 @@ static PyObject *py_slab(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- Weighted candidates (windows._inverse_cdf) ---- */
+
+/* For each u: the first index whose cumulative weight exceeds it, i.e.
+ * np.searchsorted(cdf, u, side="right"). `guide[b]` is that index for b / L (the
+ * start of u's slice): the answer is there or after, unless float rounding put u in
+ * the slice above, when it is searched from the beginning. A few steps forward,
+ * then a binary search. */
+static void inverse_cdf(int64_t n, const double *u, int64_t size, const double *cdf,
+                        const int64_t *guide, int64_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const double x = u[i];
+        int64_t slot = (int64_t)(x * (double)size);
+        if (slot > size - 1) slot = size - 1;
+        if (slot < 0) slot = 0;
+        int64_t low = guide[slot], high = size;
+        if (low > 0 && cdf[low - 1] > x) {
+            high = low;
+            low = 0;
+        } else {
+            int steps = 0;
+            while (low < size && cdf[low] <= x && steps < 8) {
+                low++;
+                steps++;
+            }
+            if (low >= size || cdf[low] > x) {
+                out[i] = low;
+                continue;
+            }
+        }
+        while (low < high) { /* the first index in [low, high) with cdf > x */
+            const int64_t middle = low + (high - low) / 2;
+            if (cdf[middle] <= x)
+                low = middle + 1;
+            else
+                high = middle;
+        }
+        out[i] = low;
+    }
+}
+
+static PyObject *py_inverse_cdf(PyObject *self, PyObject *args) {
+    Py_buffer b[4]; /* u, cdf, guide; out */
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &b[0], &b[1], &b[2], &b[3])) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    inverse_cdf(b[0].len / 8, b[0].buf, b[1].len / 8, b[1].buf, b[2].buf, b[3].buf);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 4; i++) PyBuffer_Release(&b[i]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"descend", py_descend, METH_VARARGS, "The tree descent of one level (see kernels.descend)."},
+    {"inverse_cdf", py_inverse_cdf, METH_VARARGS, "Weighted candidates (see kernels.inverse_cdf)."},
     {"slab", py_slab, METH_VARARGS, "A slab of the planned order (see kernels.slab)."},
     {"take", py_take, METH_VARARGS, "The kept candidates of a window (see kernels.take)."},
     {"lookup", py_lookup, METH_VARARGS, "Documents of draws of a pass table (see kernels.lookup)."},

@@ -26,7 +26,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["ENV", "compiled", "descend", "lookup", "numpy_only", "slab", "take"]
+__all__ = ["ENV", "compiled", "descend", "inverse_cdf", "lookup", "numpy_only", "slab", "take"]
 
 #: Set to ``numpy`` to run the numpy code even where the extension is built.
 ENV = "CLUSTERCLIP_KERNELS"
@@ -232,3 +232,25 @@ def slab(
     last = np.empty(n, dtype=np.bool_)
     module.slab(span, low, phi, draws_of, groups, out_groups, out_draws, last, int(offset))
     return out_groups, out_draws, last
+
+
+def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray | None:
+    """``np.searchsorted(cdf, u, side="right")`` in C, started from ``guide``, or None.
+
+    ``cdf``: non-decreasing float64; ``guide``: :func:`~clusterclip.schedule.windows.cdf_guide`
+    of it (``guide[b]`` is the answer for ``b / cdf.size``), one entry per value of ``cdf``.
+    """
+    module = _module()
+    if module is None:
+        return None
+    for array, name in ((cdf, "cdf"), (u, "u")):
+        if array.dtype != np.float64 or not array.flags.c_contiguous:
+            raise TypeError(f"kernels: {name} must be C-ordered float64")
+    _int64(guide, "guide")
+    if guide.size != cdf.size or not cdf.size:
+        raise ValueError("kernels: the guide needs one entry per value of a non-empty cdf")
+    if int(guide.min()) < 0 or int(guide.max()) > cdf.size:
+        raise ValueError("kernels: the guide points outside the cdf")
+    picked = np.empty(u.size, dtype=np.int64)
+    module.inverse_cdf(u, cdf, guide, picked)
+    return picked

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from clusterclip.schedule import kernels
 from clusterclip.schedule.groups import PURPOSE_CHOICE_V3, seed_sequence, sorted_with_order
 
 __all__ = [
@@ -191,6 +192,9 @@ def _inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray | None) -> np
     Without, the queries are searched in sorted order (each search starts where
     the previous one ended).
     """
+    compiled = None if guide is None else kernels.inverse_cdf(cdf, u, guide)
+    if compiled is not None:  # the same indices, in C (clusterclip.schedule.kernels)
+        return compiled
     if guide is None:
         order = np.argsort(u)
         picked = np.empty(u.size, dtype=np.int64)
