@@ -229,6 +229,22 @@ def test_planned_slabs_are_the_numpy_slabs(clusters, most, seed):
             assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("clusters", [3, 5000])
+def test_planned_slabs_with_bunched_times(clusters):
+    """Equal plans and phases: every cluster's draws at the same times, ties in cluster order."""
+    plan = np.full(clusters, max(2, 3 * 2**16 // clusters))
+    phases = np.full(clusters, 0.25)
+    compiled = SlabOrder(plan, phases)
+    with kernels.numpy_only():
+        reference = SlabOrder(plan, phases)
+    for i in range(compiled.n_slabs):
+        got = compiled.slab_with_lasts(i)
+        with kernels.numpy_only():
+            expected = reference.slab_with_lasts(i)
+        for a, b in zip(got, expected, strict=True):
+            assert np.array_equal(a, b)
+
+
 def test_slab_refuses_draws_past_a_plan():
     one = np.ones(1, dtype=np.int64)
     with pytest.raises(ValueError, match="past a cluster's plan"):

@@ -388,8 +388,29 @@ static PyObject *py_take(PyObject *self, PyObject *args) {
 /* The draws of a slab, cluster after cluster (cluster c: draws low[c] .. low[c] +
  * span[c] - 1 of n_k[c]), ordered by (time, cluster-major position) where time =
  * (int64)((j + phi) / n_k * 2**40) - offset: the groups, draw numbers and whether
- * each is its cluster's last draw, in order. LSD radix passes of 11 bits on the
- * time, positions kept in order. Returns 0, or -1 out of memory. */
+ * each is its cluster's last draw, in order. Returns 0, or -1 out of memory. */
+/* The groups, draw numbers and last-draw flags of a slab's draws in the order `at`
+ * (cluster-major positions); frees the slab's buffers. */
+static int slab_out(int64_t m, const int64_t *span, const int64_t *low, const int64_t *n_k,
+                    const int64_t *groups, int64_t n, const uint32_t *at, const uint32_t *owner,
+                    int64_t *count, uint64_t *keys, uint32_t *places, int64_t *out_groups,
+                    int64_t *out_draws, uint8_t *out_last) {
+    int64_t *first = count; /* where each cluster's draws start, cluster-major */
+    first[0] = 0;
+    for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t q = at[i], c = owner[q];
+        const int64_t draw = low[c] + ((int64_t)q - first[c]);
+        out_groups[i] = groups[c];
+        out_draws[i] = draw;
+        out_last[i] = draw + 1 == n_k[c];
+    }
+    free(keys);
+    free(places);
+    free(count);
+    return 0;
+}
+
 static int slab(int64_t m, const int64_t *span, const int64_t *low, const double *phi,
                 const int64_t *n_k, const int64_t *groups, int64_t offset, int64_t n,
                 int64_t *out_groups, int64_t *out_draws, uint8_t *out_last) {
@@ -415,41 +436,73 @@ static int slab(int64_t m, const int64_t *span, const int64_t *low, const double
             if (key[p] > top) top = key[p];
         }
     }
-    for (int shift = 0; shift == 0 || (shift < 64 && (top >> shift) != 0); shift += 11) {
-        for (int k = 0; k < 2048; k++) count[k] = 0;
-        for (int64_t i = 0; i < n; i++) count[(key[i] >> shift) & 2047]++;
-        int64_t total = 0;
-        for (int k = 0; k < 2048; k++) {
-            const int64_t c = count[k];
-            count[k] = total;
-            total += c;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t to = count[(key[i] >> shift) & 2047]++;
-            key2[to] = key[i];
-            at2[to] = at[i];
-        }
-        uint64_t *swap_key = key;
-        key = key2;
-        key2 = swap_key;
-        uint32_t *swap_at = at;
-        at = at2;
-        at2 = swap_at;
+    /* One stable counting pass on the top bits of the time (a bucket holds a few
+     * draws on average), then insertion inside each bucket: stable again, so equal
+     * times keep their cluster-major order. */
+    int bits = 0;
+    while (bits < 64 && (top >> bits) != 0) bits++;
+    int bucket_bits = 0;
+    while (bucket_bits < 16 && ((int64_t)1 << (bucket_bits + 2)) <= n) bucket_bits++;
+    const int shift = bits > bucket_bits ? bits - bucket_bits : 0;
+    const int64_t buckets = (int64_t)1 << bucket_bits;
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(buckets + 1));
+    if (start == NULL) {
+        free(keys);
+        free(places);
+        free(count);
+        return -1;
     }
-    int64_t *first = count; /* where each cluster's draws start, cluster-major */
-    first[0] = 0;
-    for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
+    for (int64_t b = 0; b <= buckets; b++) start[b] = 0;
+    for (int64_t i = 0; i < n; i++) start[(key[i] >> shift) + 1]++;
+    int64_t crowded = 0; /* the most draws in one bucket: insertion is quadratic in it */
+    for (int64_t b = 1; b <= buckets; b++) crowded = start[b] > crowded ? start[b] : crowded;
+    if (crowded > 256) { /* times bunched up: LSD radix passes of 11 bits instead */
+        free(start);
+        for (int pass = 0; pass == 0 || (pass < 64 && (top >> pass) != 0); pass += 11) {
+            for (int k = 0; k < 2048; k++) count[k] = 0;
+            for (int64_t i = 0; i < n; i++) count[(key[i] >> pass) & 2047]++;
+            int64_t total = 0;
+            for (int k = 0; k < 2048; k++) {
+                const int64_t c = count[k];
+                count[k] = total;
+                total += c;
+            }
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t to = count[(key[i] >> pass) & 2047]++;
+                key2[to] = key[i];
+                at2[to] = at[i];
+            }
+            uint64_t *swap_key = key;
+            key = key2;
+            key2 = swap_key;
+            uint32_t *swap_at = at;
+            at = at2;
+            at2 = swap_at;
+        }
+        return slab_out(m, span, low, n_k, groups, n, at, owner, count, keys, places, out_groups,
+                        out_draws, out_last);
+    }
+    for (int64_t b = 0; b < buckets; b++) start[b + 1] += start[b];
     for (int64_t i = 0; i < n; i++) {
-        const uint32_t q = at[i], c = owner[q];
-        const int64_t draw = low[c] + ((int64_t)q - first[c]);
-        out_groups[i] = groups[c];
-        out_draws[i] = draw;
-        out_last[i] = draw + 1 == n_k[c];
+        const int64_t to = start[key[i] >> shift]++;
+        key2[to] = key[i];
+        at2[to] = at[i];
     }
-    free(keys);
-    free(places);
-    free(count);
-    return 0;
+    for (int64_t i = 1; i < n; i++) { /* in place: each draw moves back past larger times */
+        const uint64_t k = key2[i];
+        const uint32_t a = at2[i];
+        int64_t j = i - 1;
+        for (; j >= 0 && key2[j] > k; j--) {
+            key2[j + 1] = key2[j];
+            at2[j + 1] = at2[j];
+        }
+        key2[j + 1] = k;
+        at2[j + 1] = a;
+    }
+    free(start);
+    at = at2;
+    return slab_out(m, span, low, n_k, groups, n, at, owner, count, keys, places, out_groups,
+                    out_draws, out_last);
 }
 
 static PyObject *py_slab(PyObject *self, PyObject *args) {
