@@ -210,6 +210,19 @@ def test_descent_refuses_a_node_outside_the_level():
                         level.children, windows.next_n[0], level.dead, state, 0)  # fmt: skip
 
 
+def _same_slabs(plan: np.ndarray, phases: np.ndarray) -> None:
+    """Every slab of a planned order, compiled and in numpy, from fresh state each."""
+    compiled = SlabOrder(plan, phases)
+    with kernels.numpy_only():
+        reference = SlabOrder(plan, phases)
+    for i in range(compiled.n_slabs):
+        got = compiled.slab_with_lasts(i)
+        with kernels.numpy_only():
+            expected = reference.slab_with_lasts(i)
+        for a, b in zip(got, expected, strict=True):
+            assert np.array_equal(a, b)
+
+
 @SETTINGS
 @given(st.integers(1, 4000), st.integers(1, 80), st.integers(0, 2**32 - 1))
 def test_planned_slabs_are_the_numpy_slabs(clusters, most, seed):
@@ -218,15 +231,7 @@ def test_planned_slabs_are_the_numpy_slabs(clusters, most, seed):
     plan = rng.integers(0, most, clusters)
     plan[rng.integers(0, clusters)] += rng.integers(0, 3 * 2**16)  # one large cluster
     phases = rng.random(clusters)
-    compiled = SlabOrder(plan, phases)
-    with kernels.numpy_only():
-        reference = SlabOrder(plan, phases)
-    for i in range(compiled.n_slabs):
-        got = compiled.slab_with_lasts(i)
-        with kernels.numpy_only():
-            expected = reference.slab_with_lasts(i)
-        for a, b in zip(got, expected, strict=True):
-            assert np.array_equal(a, b)
+    _same_slabs(plan, phases)
 
 
 @pytest.mark.parametrize("clusters", [3, 5000])
@@ -234,15 +239,7 @@ def test_planned_slabs_with_bunched_times(clusters):
     """Equal plans and phases: every cluster's draws at the same times, ties in cluster order."""
     plan = np.full(clusters, max(2, 3 * 2**16 // clusters))
     phases = np.full(clusters, 0.25)
-    compiled = SlabOrder(plan, phases)
-    with kernels.numpy_only():
-        reference = SlabOrder(plan, phases)
-    for i in range(compiled.n_slabs):
-        got = compiled.slab_with_lasts(i)
-        with kernels.numpy_only():
-            expected = reference.slab_with_lasts(i)
-        for a, b in zip(got, expected, strict=True):
-            assert np.array_equal(a, b)
+    _same_slabs(plan, phases)
 
 
 def test_slab_refuses_draws_past_a_plan():
