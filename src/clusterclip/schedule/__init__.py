@@ -1,4 +1,4 @@
-"""The schedule core: which document the trainer sees next (pure numpy).
+"""The schedule core: which document the trainer sees next (numpy; optional C loops, same bytes).
 
 Importing the package loads the settings (:class:`SchedulePolicy`, the recorded
 :class:`ScheduleConfig`) but no engine; :func:`build_schedule` and
