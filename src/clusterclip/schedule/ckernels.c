@@ -584,7 +584,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "ckernels", "Compiled loops of the schedule (see kernels.py).", -1,
-    methods,
+    methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit_ckernels(void) { return PyModule_Create(&module); }
