@@ -205,7 +205,7 @@ static inline int64_t divide(int64_t x, int64_t d, int64_t *remainder) {
 
 
 typedef struct {
-    int64_t size, first, n_groups, cache_size, used, n_members, table_size, largest;
+    int64_t size, first, n_groups, cache_size, used, n_members, table_size;
     const int64_t *group, *draw;
     int64_t *records, *cached_at, *out;
     const void *members;
@@ -216,21 +216,31 @@ typedef struct {
 } Lookup;
 
 /* Writes pass p of the group at `record` into the cache at `at`: its members in the
- * order of the sort keys (mix64(P + (i + 1) GAMMA) >> 32, i), P = the pass key. */
-static int make_pass(Lookup *L, const int64_t *record, uint64_t pass_key, int64_t at, uint64_t *keys) {
-    uint64_t *spare = keys + L->largest;
+ * order of the sort keys (mix64(P + (i + 1) GAMMA) >> 32, i), P = the pass key.
+ * `scratch` holds 3 RADIX_FROM + 1 values: enough for a shorter pass; a longer one
+ * gets buffers of its own, for its own length. */
+static int make_pass(Lookup *L, const int64_t *record, uint64_t pass_key, int64_t at, uint64_t *scratch) {
     const int64_t offset = record[0], size = record[1];
+    uint64_t *keys = scratch;
+    if (size >= RADIX_FROM) {
+        keys = malloc(sizeof(uint64_t) * (size_t)size);
+        if (keys == NULL) return -1;
+    }
     for (int64_t i = 0; i < size; i++) {
         uint64_t word = mix64(pass_key + (uint64_t)(i + 1) * GAMMA);
         keys[i] = (word >> 32) << 32 | (uint64_t)i;
     }
     if (size >= RADIX_FROM) {
-        if (sort_radix(keys, size)) return -1;
+        if (sort_radix(keys, size)) {
+            free(keys);
+            return -1;
+        }
     } else {
-        sort_small(keys, size, spare);
+        sort_small(keys, size, scratch + RADIX_FROM);
     }
     for (int64_t k = 0; k < size; k++)
         write_id(L->cache, L->wide, at + k, read_id(L->members, L->wide, offset + (int64_t)(keys[k] & 0xFFFFFFFFULL)));
+    if (keys != scratch) free(keys);
     return 0;
 }
 
@@ -308,12 +318,12 @@ static int64_t lookup(Lookup *L, uint64_t *keys, int64_t *where, int64_t *base, 
 }
 
 static PyObject *py_lookup(PyObject *self, PyObject *args) {
-    /* group, draw, members, table; records, cached_at, cache, out; first, used, largest, wide */
+    /* group, draw, members, table; records, cached_at, cache, out; first, used, wide */
     Py_buffer b[8];
-    long long first, used, largest;
+    long long first, used;
     int wide;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*w*w*LLLp", &b[0], &b[1], &b[2], &b[3], &b[4],
-                          &b[5], &b[6], &b[7], &first, &used, &largest, &wide))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*w*w*LLp", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &first, &used, &wide))
         return NULL;
     const int64_t width = wide ? 8 : 4;
     Lookup L = {
@@ -324,15 +334,15 @@ static PyObject *py_lookup(PyObject *self, PyObject *args) {
         .out = b[7].buf, .wide = wide,
     };
     int64_t stopped = -1;
-    L.largest = largest > 0 ? (int64_t)largest : 1;
-    /* a pass's keys, the small sort's spare values and counts; a batch's places and kinds */
-    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)(3 * L.largest + 1 + 2 * BATCH) + BATCH);
-    if (keys != NULL) {
-        int64_t *where = (int64_t *)(keys + 3 * L.largest + 1), *base = where + BATCH;
+    /* a short pass's keys, the small sort's spare values and counts; a batch's places, kinds */
+    const size_t values = 3 * RADIX_FROM + 1 + 2 * BATCH;
+    uint64_t *scratch = malloc(sizeof(uint64_t) * values + BATCH);
+    if (scratch != NULL) {
+        int64_t *where = (int64_t *)(scratch + 3 * RADIX_FROM + 1), *base = where + BATCH;
         Py_BEGIN_ALLOW_THREADS
-        stopped = lookup(&L, keys, where, base, (uint8_t *)(base + BATCH));
+        stopped = lookup(&L, scratch, where, base, (uint8_t *)(base + BATCH));
         Py_END_ALLOW_THREADS
-        free(keys);
+        free(scratch);
     }
     for (int i = 0; i < 8; i++) PyBuffer_Release(&b[i]);
     if (stopped == -2)

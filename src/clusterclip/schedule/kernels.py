@@ -192,7 +192,7 @@ def lookup(
         raise ValueError("kernels: group, draw and out differ in length")
     stopped, used = module.lookup(
         group, draw, members, table, records, cached_at, cache, out,
-        int(first), int(used), largest, members.dtype == np.int64,
+        int(first), int(used), members.dtype == np.int64,
     )  # fmt: skip
     return int(stopped), int(used)
 
