@@ -40,8 +40,20 @@ def test_switches_off_by_environment_and_context(monkeypatch):
     assert kernels.compiled()
     with kernels.numpy_only():
         assert not kernels.compiled()
-    monkeypatch.setenv(kernels.ENV, "numpy")
+    for value, expected in (("numpy", False), (" NumPy ", False), ("c", True), ("auto", True)):
+        monkeypatch.setenv(kernels.ENV, value)
+        assert kernels.compiled() is expected, value
+    monkeypatch.setenv(kernels.ENV, "off")
+    with pytest.raises(ValueError, match=r"CLUSTERCLIP_KERNELS='off' is not one of auto, c, numpy"):
+        kernels.compiled()
+
+
+def test_asking_for_c_where_it_was_not_built_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(kernels, "_built", None)  # as installed without a C compiler
     assert not kernels.compiled()
+    monkeypatch.setenv(kernels.ENV, "c")
+    with pytest.raises(RuntimeError, match="was not built .* install gcc or clang"):
+        kernels.compiled()
 
 
 def _table(sizes: np.ndarray, wide: bool) -> PassTable:

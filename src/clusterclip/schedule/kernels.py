@@ -28,8 +28,11 @@ import numpy as np
 
 __all__ = ["ENV", "compiled", "descend", "inverse_cdf", "lookup", "numpy_only", "slab", "take"]
 
-#: Set to ``numpy`` to run the numpy code even where the extension is built.
+#: ``numpy``: run the numpy code even where the extension is built; ``c``: require the
+#: compiled loops (an error where the extension was not built); unset or ``auto``: the
+#: compiled loops where built, else the numpy code.
 ENV = "CLUSTERCLIP_KERNELS"
+_CHOICES = ("auto", "c", "numpy")
 
 try:
     from clusterclip.schedule import ckernels as _built
@@ -40,8 +43,22 @@ _OFF = False  # numpy_only() in effect
 
 
 def _module() -> ModuleType | None:
-    if _OFF or os.environ.get(ENV, "").strip().lower() == "numpy":
+    if _OFF:
         return None
+    choice = os.environ.get(ENV, "").strip().lower() or "auto"
+    if choice not in _CHOICES:
+        raise ValueError(
+            f"{ENV}={os.environ[ENV]!r} is not one of {', '.join(_CHOICES)}: "
+            "unset it (or auto) for the compiled loops where built, numpy for the numpy code."
+        )
+    if choice == "numpy":
+        return None
+    if choice == "c" and _built is None:
+        raise RuntimeError(
+            f"{ENV}=c asks for the compiled loops, but clusterclip.schedule.ckernels was not "
+            "built (installed without a C compiler): install gcc or clang and reinstall "
+            "clusterclip (pip install . in a clone), or unset it."
+        )
     return _built
 
 
