@@ -277,12 +277,15 @@ class TreeWindows:
 
     def _top(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept candidates of a chunk, their draw numbers, and which take their last draw."""
-        compiled = kernels.take(candidates, self._state)
-        if compiled is not None:  # the same, in C (clusterclip.schedule.kernels)
-            clipped = int(np.count_nonzero(compiled[2]))
-            self.n_active -= clipped
-            self.n_clipped_listed += clipped
-            return compiled
+        kept = kernels.take(candidates, self._state)  # in C where built, the same
+        chosen, draws, final = self._kept(candidates) if kept is None else kept
+        clipped = int(np.count_nonzero(final))  # the node's (or group's) last draw: clipped
+        self.n_active -= clipped
+        self.n_clipped_listed += clipped
+        return chosen, draws, final
+
+    def _kept(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_top`'s kept candidates by numpy, their counts applied (the reference)."""
         if self.listed.size < 4 * candidates.size:  # most candidates repeat: rank by a sort
             ranks, _, lasts = ranked_by_sort_with_lasts(candidates)
         else:
@@ -291,13 +294,10 @@ class TreeWindows:
         draws = state[:, 0] + ranks
         caps = state[:, 1]
         after = draws + 1
-        final = after == caps  # the node's (or group's) last draw: clipped there
+        final = after == caps  # only kept candidates can take the last draw
         np.minimum(after, caps, out=after)
         self.top_counts[candidates] = after
         self.top_counts[candidates[lasts]] = after[lasts]  # no write depends on duplicates' order
-        clipped = int(np.count_nonzero(final))
-        self.n_active -= clipped
-        self.n_clipped_listed += clipped
         kept = draws < caps
         if kept.all():
             return candidates, draws, final
@@ -321,7 +321,7 @@ class TreeWindows:
         if compiled is not None:  # the same children, in C (clusterclip.schedule.kernels)
             return compiled
         child_counts = state[:, 0]
-        order = _by_node(entries, self.levels[depth].keys.size)  # positions by (node, position)
+        order = _by_node(entries, level.keys.size)  # positions by (node, position)
         sorted_nodes = entries[order]
         head = np.flatnonzero(np.concatenate(([True], sorted_nodes[1:] != sorted_nodes[:-1])))
         nodes = sorted_nodes[head]
