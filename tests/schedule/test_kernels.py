@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterclip.schedule import build_schedule, kernels
+from clusterclip.schedule import build_schedule, grouping, kernels
 from clusterclip.schedule.passes import SMALL_PASS, PassTable
 from clusterclip.schedule.slabs import SlabOrder
+from clusterclip.schedule.sorting import radix_passes
 from clusterclip.schedule.treewindows import TreeWindows
 from clusterclip.schedule.windows import cdf_guide, listed_cdf
 from tests.product_support import in_ci
@@ -254,6 +255,22 @@ def test_planned_slabs_with_bunched_times(clusters):
     _same_slabs(plan, phases)
 
 
+def test_slab_with_group_ids_too_wide_to_pack():
+    """Ids too wide to share a word with the draw number: the same slab, by the other path."""
+    rng = np.random.default_rng(5)
+    plan = rng.integers(1, 40, 3000)
+    low = np.zeros_like(plan)
+    phases = rng.random(plan.size)
+    narrow = kernels.slab(plan, low, phases, plan, np.arange(plan.size, dtype=np.int64), 0)
+    wide = kernels.slab(plan, low, phases, plan, np.arange(plan.size, dtype=np.int64) + 2**61, 0)
+    assert np.array_equal(wide[0], narrow[0] + 2**61)
+    assert np.array_equal(wide[1], narrow[1]) and np.array_equal(wide[2], narrow[2])
+    with kernels.numpy_only():  # and the narrow one is the numpy slab (one slab: T < 2**16)
+        groups, draws, lasts = SlabOrder(plan, phases).slab_with_lasts(0)
+    assert np.array_equal(narrow[0], groups) and np.array_equal(narrow[1], draws)
+    assert np.array_equal(np.flatnonzero(narrow[2]), lasts)
+
+
 def test_slab_refuses_draws_past_a_plan():
     one = np.ones(1, dtype=np.int64)
     with pytest.raises(ValueError, match="past a cluster's plan"):
@@ -288,3 +305,29 @@ def test_whole_schedules_are_the_numpy_schedules(options):
     for field in dataclasses.fields(got.stats):
         a, b = getattr(got.stats, field.name), getattr(expected.stats, field.name)
         assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, field.name
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize(("top", "excluded"), [(0, 0.0), (40, 0.3), (70_000, 0.0), (300_000, 0.5)])
+def test_documents_grouped_by_label_are_the_numpy_groups(monkeypatch, dtype, top, excluded):
+    """The counting sort's placement, in parts on threads, with labels left out (negative)."""
+    monkeypatch.setattr(grouping, "_PART_DOCUMENTS", 1000)  # parts on every CPU
+    rng = np.random.default_rng(top)
+    labels = rng.integers(0, top + 1, 200_003).astype(dtype)
+    labels[rng.random(labels.size) < excluded] = -rng.integers(1, 2**31, 1)
+    labels[7] = top
+    got = grouping.grouped_by_label(labels, top)
+    with kernels.numpy_only(), radix_passes(True):  # the numpy counting sort
+        expected = grouping.grouped_by_label(labels, top)
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_place_refuses_labels_past_the_counts_and_overfull_clusters():
+    members = np.full(3, -1, dtype=np.int32)
+    with pytest.raises(ValueError, match="document 12 has a label past the counts"):
+        kernels.place(np.array([0, 5], np.int64), 11, np.array([0, 0, 1]), members)
+    assert members.tolist() == [11, -1, -1]  # document 11 was placed, nothing from 12 on
+    with pytest.raises(ValueError, match="document 2 .* already full"):
+        kernels.place(np.array([0, 0, 0]), 0, np.array([0, 1]), members)
+    assert not kernels.place(np.array([0], np.uint8), 0, np.array([0, 0]), members)

@@ -23,6 +23,8 @@
 #endif
 /* How many positions ahead a loop prefetches. */
 #define AHEAD 16
+/* At most 2**BUCKET_BITS buckets in a counting pass (sort_pairs). */
+#define BUCKET_BITS 18
 
 /* splitmix64's output function (clusterclip.schedule.feistel.mix64). */
 static inline uint64_t mix64(uint64_t z) {
@@ -395,80 +397,30 @@ static PyObject *py_take(PyObject *self, PyObject *args) {
 
 /* ---- A slab of the planned order (slabs.SlabOrder.slab_with_lasts) ---- */
 
-/* The draws of a slab, cluster after cluster (cluster c: draws low[c] .. low[c] +
- * span[c] - 1 of n_k[c]), ordered by (time, cluster-major position) where time =
- * (int64)((j + phi) / n_k * 2**40) - offset: the groups, draw numbers and whether
- * each is its cluster's last draw, in order. Returns 0, or -1 out of memory. */
-/* The groups, draw numbers and last-draw flags of a slab's draws in the order `at`
- * (cluster-major positions); frees the slab's buffers. */
-static int slab_out(int64_t m, const int64_t *span, const int64_t *low, const int64_t *n_k,
-                    const int64_t *groups, int64_t n, const uint32_t *at, const uint32_t *owner,
-                    int64_t *count, uint64_t *keys, uint32_t *places, int64_t *out_groups,
-                    int64_t *out_draws, uint8_t *out_last) {
-    int64_t *first = count; /* where each cluster's draws start, cluster-major */
-    first[0] = 0;
-    for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t q = at[i], c = owner[q];
-        const int64_t draw = low[c] + ((int64_t)q - first[c]);
-        out_groups[i] = groups[c];
-        out_draws[i] = draw;
-        out_last[i] = draw + 1 == n_k[c];
-    }
-    free(keys);
-    free(places);
-    free(count);
-    return 0;
-}
-
-static int slab(int64_t m, const int64_t *span, const int64_t *low, const double *phi,
-                const int64_t *n_k, const int64_t *groups, int64_t offset, int64_t n,
-                int64_t *out_groups, int64_t *out_draws, uint8_t *out_last) {
-    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)(2 * n + 1));
-    uint32_t *places = malloc(sizeof(uint32_t) * (size_t)(3 * n + 1));
-    int64_t *count = malloc(sizeof(int64_t) * (size_t)(2048 > m + 1 ? 2048 : m + 1));
-    if (keys == NULL || places == NULL || count == NULL) {
-        free(keys);
-        free(places);
-        free(count);
-        return -1;
-    }
-    uint64_t *key = keys, *key2 = keys + n, top = 0;
-    uint32_t *at = places, *at2 = places + n, *owner = places + 2 * n;
-    int64_t p = 0;
-    for (int64_t c = 0; c < m; c++) {
-        for (int64_t t = 0; t < span[c]; t++, p++) {
-            double tau = ((double)(low[c] + t) + phi[c]) / (double)n_k[c];
-            tau *= 1099511627776.0; /* 2**40 */
-            key[p] = (uint64_t)((int64_t)tau - offset);
-            at[p] = (uint32_t)p;
-            owner[p] = (uint32_t)c;
-            if (key[p] > top) top = key[p];
-        }
-    }
-    /* One stable counting pass on the top bits of the time (a bucket holds a few
-     * draws on average), then insertion inside each bucket: stable again, so equal
-     * times keep their cluster-major order. */
+/* Sorts `n` (key, payload) pairs by key, stably: one counting pass on the top bits of
+ * the keys (a bucket holds a few pairs on average), then insertion inside each bucket;
+ * or, where the keys bunch up (a bucket would hold over 256), LSD radix passes of 11
+ * bits. `key`, `payload` hold the pairs and `key2`, `payload2` as much room again;
+ * the sorted pairs end in key2, payload2. Returns 0, or -1 out of memory. */
+static int sort_pairs(int64_t n, uint64_t *key, uint64_t *payload, uint64_t *key2,
+                      uint64_t *payload2) {
+    uint64_t top = 0;
+    for (int64_t i = 0; i < n; i++) top = key[i] > top ? key[i] : top;
     int bits = 0;
     while (bits < 64 && (top >> bits) != 0) bits++;
     int bucket_bits = 0;
-    while (bucket_bits < 16 && ((int64_t)1 << (bucket_bits + 2)) <= n) bucket_bits++;
+    while (bucket_bits < BUCKET_BITS && ((int64_t)1 << (bucket_bits + 2)) <= n) bucket_bits++;
     const int shift = bits > bucket_bits ? bits - bucket_bits : 0;
     const int64_t buckets = (int64_t)1 << bucket_bits;
-    int64_t *start = malloc(sizeof(int64_t) * (size_t)(buckets + 1));
-    if (start == NULL) {
-        free(keys);
-        free(places);
-        free(count);
-        return -1;
-    }
-    for (int64_t b = 0; b <= buckets; b++) start[b] = 0;
+    int64_t *start = calloc((size_t)(buckets > 2048 ? buckets : 2048) + 1, sizeof(int64_t));
+    if (start == NULL) return -1;
     for (int64_t i = 0; i < n; i++) start[(key[i] >> shift) + 1]++;
-    int64_t crowded = 0; /* the most draws in one bucket: insertion is quadratic in it */
+    int64_t crowded = 0; /* the most pairs in one bucket: insertion is quadratic in it */
     for (int64_t b = 1; b <= buckets; b++) crowded = start[b] > crowded ? start[b] : crowded;
-    if (crowded > 256) { /* times bunched up: LSD radix passes of 11 bits instead */
-        free(start);
-        for (int pass = 0; pass == 0 || (pass < 64 && (top >> pass) != 0); pass += 11) {
+    if (crowded > 256) {
+        int64_t *count = start;
+        int odd = 0;
+        for (int pass = 0; pass == 0 || (pass < 64 && (top >> pass) != 0); pass += 11, odd ^= 1) {
             for (int k = 0; k < 2048; k++) count[k] = 0;
             for (int64_t i = 0; i < n; i++) count[(key[i] >> pass) & 2047]++;
             int64_t total = 0;
@@ -480,39 +432,119 @@ static int slab(int64_t m, const int64_t *span, const int64_t *low, const double
             for (int64_t i = 0; i < n; i++) {
                 const int64_t to = count[(key[i] >> pass) & 2047]++;
                 key2[to] = key[i];
-                at2[to] = at[i];
+                payload2[to] = payload[i];
             }
-            uint64_t *swap_key = key;
+            uint64_t *swap = key;
             key = key2;
-            key2 = swap_key;
-            uint32_t *swap_at = at;
-            at = at2;
-            at2 = swap_at;
+            key2 = swap;
+            swap = payload;
+            payload = payload2;
+            payload2 = swap;
         }
-        return slab_out(m, span, low, n_k, groups, n, at, owner, count, keys, places, out_groups,
-                        out_draws, out_last);
+        if (!odd) { /* an even number of passes: the pairs are back in the first buffers */
+            for (int64_t i = 0; i < n; i++) {
+                key2[i] = key[i];
+                payload2[i] = payload[i];
+            }
+        }
+        free(start);
+        return 0;
     }
     for (int64_t b = 0; b < buckets; b++) start[b + 1] += start[b];
     for (int64_t i = 0; i < n; i++) {
         const int64_t to = start[key[i] >> shift]++;
         key2[to] = key[i];
-        at2[to] = at[i];
+        payload2[to] = payload[i];
     }
-    for (int64_t i = 1; i < n; i++) { /* in place: each draw moves back past larger times */
-        const uint64_t k = key2[i];
-        const uint32_t a = at2[i];
+    for (int64_t i = 1; i < n; i++) { /* in place: each pair moves back past larger keys */
+        const uint64_t k = key2[i], p = payload2[i];
         int64_t j = i - 1;
         for (; j >= 0 && key2[j] > k; j--) {
             key2[j + 1] = key2[j];
-            at2[j + 1] = at2[j];
+            payload2[j + 1] = payload2[j];
         }
         key2[j + 1] = k;
-        at2[j + 1] = a;
+        payload2[j + 1] = p;
     }
     free(start);
-    at = at2;
-    return slab_out(m, span, low, n_k, groups, n, at, owner, count, keys, places, out_groups,
-                    out_draws, out_last);
+    return 0;
+}
+
+/* The draws of a slab, cluster after cluster (cluster c: draws low[c] .. low[c] +
+ * span[c] - 1 of n_k[c]), ordered by (time, cluster-major position) where time =
+ * (int64)((j + phi) / n_k * 2**40) - offset: the groups, draw numbers and whether
+ * each is its cluster's last draw, in order. Each draw is sorted with what it puts out
+ * (group, draw number and last flag packed in 64 bits where they fit, else its
+ * cluster-major position), so the output is read in order, not gathered; the output
+ * arrays are the sort's second buffers. Returns 0, or -1 out of memory. */
+static int slab(int64_t m, const int64_t *span, const int64_t *low, const double *phi,
+                const int64_t *n_k, const int64_t *groups, int64_t offset, int64_t n,
+                int64_t *out_groups, int64_t *out_draws, uint8_t *out_last) {
+    uint64_t every_group = 0, every_draw = 0;
+    for (int64_t c = 0; c < m; c++) {
+        every_group |= (uint64_t)groups[c];
+        every_draw |= (uint64_t)(low[c] + span[c]);
+    }
+    int group_bits = 0, draw_bits = 0;
+    while (group_bits < 64 && (every_group >> group_bits) != 0) group_bits++;
+    while (draw_bits < 64 && (every_draw >> draw_bits) != 0) draw_bits++;
+    const int packed = group_bits + draw_bits + 1 <= 64; /* (group, draw, last) in a word */
+    uint64_t *key = malloc(sizeof(uint64_t) * (size_t)(2 * n + 1)), *payload = key + n;
+    int64_t *first = packed ? NULL : malloc(sizeof(int64_t) * (size_t)(m + 1));
+    uint32_t *owner = packed ? NULL : malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    if (key == NULL || (!packed && (first == NULL || owner == NULL))) {
+        free(key);
+        free(first);
+        free(owner);
+        return -1;
+    }
+    int64_t p = 0;
+    for (int64_t c = 0; c < m; c++) {
+        const uint64_t group = (uint64_t)groups[c] << (draw_bits + 1);
+        for (int64_t t = 0; t < span[c]; t++, p++) {
+            const int64_t draw = low[c] + t;
+            double tau = ((double)draw + phi[c]) / (double)n_k[c];
+            tau *= 1099511627776.0; /* 2**40 */
+            key[p] = (uint64_t)((int64_t)tau - offset);
+            if (packed)
+                payload[p] = group | (uint64_t)draw << 1 | (uint64_t)(draw + 1 == n_k[c]);
+            else {
+                payload[p] = (uint64_t)p;
+                owner[p] = (uint32_t)c;
+            }
+        }
+    }
+    uint64_t *sorted = (uint64_t *)out_draws; /* the payloads, in order */
+    const int failed = sort_pairs(n, key, payload, (uint64_t *)out_groups, sorted);
+    free(key);
+    if (failed) {
+        free(first);
+        free(owner);
+        return -1;
+    }
+    if (packed) {
+        const uint64_t draw_mask = ((uint64_t)1 << draw_bits) - 1;
+        for (int64_t i = 0; i < n; i++) {
+            const uint64_t word = sorted[i];
+            out_groups[i] = (int64_t)(word >> (draw_bits + 1));
+            out_draws[i] = (int64_t)((word >> 1) & draw_mask);
+            out_last[i] = (uint8_t)(word & 1);
+        }
+        return 0;
+    }
+    first[0] = 0;
+    for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t q = sorted[i];
+        const uint32_t c = owner[q];
+        const int64_t draw = low[c] + ((int64_t)q - first[c]);
+        out_groups[i] = groups[c];
+        out_draws[i] = draw;
+        out_last[i] = draw + 1 == n_k[c];
+    }
+    free(first);
+    free(owner);
+    return 0;
 }
 
 static PyObject *py_slab(PyObject *self, PyObject *args) {
@@ -583,12 +615,66 @@ static PyObject *py_inverse_cdf(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- Documents grouped by label (grouping._place_by_chunks) ---- */
+
+/* Documents first .. first + n - 1 (labels[i], int32 or int64) to
+ * members[following[label + 1]++] (int32 or int64), in document order; negative
+ * labels are not members. Returns -1, or the first i whose label is past the table
+ * or whose place is past the members (nothing is written there or after it). */
+static int64_t place(const void *labels, int wide_labels, int64_t n, int64_t first,
+                     int64_t *following, int64_t size, void *members, int wide_members,
+                     int64_t n_members) {
+    const int32_t *narrow = labels;
+    const int64_t *wide = labels;
+    for (int64_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) {
+            const int64_t ahead = wide_labels ? wide[i + AHEAD] : narrow[i + AHEAD];
+            if (ahead >= 0 && ahead + 1 < size) PREFETCH(following + ahead + 1);
+        }
+        const int64_t label = wide_labels ? wide[i] : narrow[i];
+        if (label < 0) continue;
+        if (label + 1 >= size) return i;
+        const int64_t to = following[label + 1];
+        if (to < 0 || to >= n_members) return i;
+        following[label + 1] = to + 1;
+        if (wide_members)
+            ((int64_t *)members)[to] = first + i;
+        else
+            ((int32_t *)members)[to] = (int32_t)(first + i);
+    }
+    return -1;
+}
+
+static PyObject *py_place(PyObject *self, PyObject *args) {
+    Py_buffer b[3]; /* labels; following, members */
+    long long first;
+    int wide_labels, wide_members;
+    if (!PyArg_ParseTuple(args, "y*w*w*Lpp", &b[0], &b[1], &b[2], &first, &wide_labels,
+                          &wide_members))
+        return NULL;
+    const int64_t n = b[0].len / (wide_labels ? 8 : 4);
+    const int64_t n_members = b[2].len / (wide_members ? 8 : 4);
+    int64_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = place(b[0].buf, wide_labels, n, (int64_t)first, b[1].buf, b[1].len / 8, b[2].buf,
+                wide_members, n_members);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 3; i++) PyBuffer_Release(&b[i]);
+    if (bad >= 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "kernels: document %lld has a label past the counts or its cluster "
+                            "is already full",
+                            (long long)(first + bad));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"descend", py_descend, METH_VARARGS, "The tree descent of one level (see kernels.descend)."},
     {"inverse_cdf", py_inverse_cdf, METH_VARARGS, "Weighted candidates (see kernels.inverse_cdf)."},
     {"slab", py_slab, METH_VARARGS, "A slab of the planned order (see kernels.slab)."},
     {"take", py_take, METH_VARARGS, "The kept candidates of a window (see kernels.take)."},
     {"lookup", py_lookup, METH_VARARGS, "Documents of draws of a pass table (see kernels.lookup)."},
+    {"place", py_place, METH_VARARGS, "Documents to their clusters' places (see kernels.place)."},
     {NULL, NULL, 0, NULL},
 };
 

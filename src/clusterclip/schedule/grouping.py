@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from clusterclip.schedule import kernels
 from clusterclip.schedule.sorting import SHORT_BITS, quicksort_is_slow, radix_order
 from clusterclip.threads import available_cpus, spread
 
@@ -195,13 +196,16 @@ def _grouped_by_counts(
     each of at least ``_PART_DOCUMENTS``), and part ``j``'s documents of a
     cluster go after those of the parts before it, so the parts are ordered
     at once, on threads of their own: the same result as the packed sort,
-    whatever the number of parts. None where the ids are sparse, wider than
-    32 bits, or the sort is fast here (:func:`~clusterclip.schedule.sorting.quicksort_is_slow`).
+    whatever the number of parts. The documents are placed in C where the
+    compiled loops run (:func:`~clusterclip.schedule.kernels.place`). None where
+    the ids are sparse, wider than 32 bits, or, without the compiled loops, the
+    sort is fast here (:func:`~clusterclip.schedule.sorting.quicksort_is_slow`).
     """
     n = labels.shape[0]
     if n == 0 or not is_dense(labels, max_label) or max_label + 2 > 2**32:
         return None
-    if not quicksort_is_slow():
+    in_c = kernels.compiled() and labels.dtype in (np.int32, np.int64)  # a counting sort in C
+    if not in_c and not quicksort_is_slow():
         return None  # numpy's AVX2 sort of N packed keys is faster (not so on Zen 4)
     parts = max(1, min(available_cpus(), _MAX_PARTS, n // _PART_DOCUMENTS))
     bounds = [n * j // parts for j in range(parts + 1)]
@@ -222,7 +226,9 @@ def _grouped_by_counts(
     place = _place_short if max_label + 2 <= 2**SHORT_BITS else _place_by_chunks
 
     def order(j: int) -> None:
-        place(labels[bounds[j] : bounds[j + 1]], bounds[j], following[j], counts[j], members)
+        part = labels[bounds[j] : bounds[j + 1]]
+        if not kernels.place(part, bounds[j], following[j], members):  # the same, in C
+            place(part, bounds[j], following[j], counts[j], members)
 
     spread(order, range(parts), workers=parts)
     ids = np.flatnonzero(total[1:])

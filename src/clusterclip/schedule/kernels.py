@@ -26,7 +26,17 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["ENV", "compiled", "descend", "inverse_cdf", "lookup", "numpy_only", "slab", "take"]
+__all__ = [
+    "ENV",
+    "compiled",
+    "descend",
+    "inverse_cdf",
+    "lookup",
+    "numpy_only",
+    "place",
+    "slab",
+    "take",
+]
 
 #: ``numpy``: run the numpy code even where the extension is built; ``c``: require the
 #: compiled loops (an error where the extension was not built); unset or ``auto``: the
@@ -271,3 +281,28 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray
     picked = np.empty(u.size, dtype=np.int64)
     module.inverse_cdf(u, cdf, guide, picked)
     return picked
+
+
+def place(labels: np.ndarray, first: int, following: np.ndarray, members: np.ndarray) -> bool:
+    """Documents to their clusters' places in C (:func:`grouping._place_by_chunks`), or False.
+
+    Document ``first + i`` (``labels[i]``, int32 or int64) goes to
+    ``members[following[labels[i] + 1]]``, which then advances, in document order;
+    negative labels are not members. False where numpy must run (not built,
+    switched off, or other dtypes); ``following`` and ``members`` are then untouched.
+    """
+    module = _module()
+    if module is None or labels.dtype not in (np.int32, np.int64):
+        return False
+    if not labels.flags.c_contiguous:
+        return False
+    _int64(following, "following")
+    if members.dtype not in (np.int32, np.int64) or not members.flags.c_contiguous:
+        raise TypeError("kernels: members must be C-ordered int32 or int64")
+    if members.dtype == np.int32 and first + labels.shape[0] > 2**31:
+        raise ValueError("kernels: document ids past int32 in int32 members")
+    module.place(
+        labels, following, members, int(first), labels.dtype == np.int64,
+        members.dtype == np.int64,
+    )  # fmt: skip
+    return True
