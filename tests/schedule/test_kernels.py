@@ -17,7 +17,7 @@ from clusterclip.schedule import build_schedule, grouping, kernels
 from clusterclip.schedule.passes import SMALL_PASS, PassTable
 from clusterclip.schedule.slabs import SlabOrder
 from clusterclip.schedule.sorting import radix_passes
-from clusterclip.schedule.treewindows import TreeWindows
+from clusterclip.schedule.treewindows import NodeLevel, TreeWindows
 from clusterclip.schedule.windows import cdf_guide, listed_cdf
 from tests.product_support import in_ci
 
@@ -217,10 +217,14 @@ def test_descent_refuses_a_node_outside_the_level():
     state = windows._leaves
     with pytest.raises(ValueError, match="not in the level"):
         kernels.descend(np.array([7]), level.keys, level.start, level.listed, level.children,
-                        windows.next_n[0], level.dead, state, 0)  # fmt: skip
+                        windows.next_n[0], level.dead, state, 0, level.scratch)  # fmt: skip
     with pytest.raises(TypeError, match="int64"):
         kernels.descend(np.array([0], np.int32), level.keys, level.start, level.listed,
-                        level.children, windows.next_n[0], level.dead, state, 0)  # fmt: skip
+                        level.children, windows.next_n[0], level.dead, state, 0,
+                        level.scratch)  # fmt: skip
+    with pytest.raises(ValueError, match=r"scratch must have shape \(3, 3\)"):
+        kernels.descend(np.array([0]), level.keys, level.start, level.listed, level.children,
+                        windows.next_n[0], level.dead, state, 0, level.scratch[:2])  # fmt: skip
 
 
 def _same_slabs(plan: np.ndarray, phases: np.ndarray) -> None:
@@ -331,3 +335,30 @@ def test_place_refuses_labels_past_the_counts_and_overfull_clusters():
     with pytest.raises(ValueError, match="document 2 .* already full"):
         kernels.place(np.array([0, 0, 0]), 0, np.array([0, 1]), members)
     assert not kernels.place(np.array([0], np.uint8), 0, np.array([0, 0]), members)
+
+
+@SETTINGS
+@given(st.integers(1, 300), st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_relisted_nodes_are_the_numpy_lists(n_nodes, most, seed):
+    """Nodes with more and fewer exhausted children than a quarter, relisted both ways."""
+    rng = np.random.default_rng(seed)
+    parent = rng.integers(0, n_nodes, n_nodes * rng.integers(1, most + 1))
+    parent[:n_nodes] = np.arange(n_nodes)
+    caps = rng.integers(1, 4, parent.size)
+    state = np.stack([np.minimum(caps, rng.integers(0, 5, parent.size)), caps], axis=1)
+    levels = []
+    for _ in range(2):
+        level = NodeLevel(parent, np.zeros(n_nodes, np.uint64), np.ones(n_nodes, np.int64))
+        level.dead = rng.integers(0, most + 1, n_nodes) if not levels else levels[0].dead.copy()
+        levels.append(level)
+    levels[0].compact(state)
+    with kernels.numpy_only():
+        levels[1].compact(state)
+    for name in ("start", "listed", "dead", "children"):
+        assert np.array_equal(getattr(levels[0], name), getattr(levels[1], name)), name
+
+
+def test_compact_refuses_a_child_outside_the_level_below():
+    state = np.array([[0, 1], [1, 1]])
+    with pytest.raises(ValueError, match="node 0 lists a child outside the level below"):
+        kernels.compact(np.array([0]), np.array([2]), np.array([1]), np.array([1, 5]), state)

@@ -28,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "ENV",
+    "compact",
     "compiled",
     "descend",
     "inverse_cdf",
@@ -122,6 +123,32 @@ def take(
     return entry[:kept], draws[:kept], final[:kept]
 
 
+def compact(
+    start: np.ndarray, listed: np.ndarray, dead: np.ndarray, children: np.ndarray, state: np.ndarray
+) -> bool:
+    """Relist a level's nodes in C (:meth:`NodeLevel.compact`), or False where numpy must run.
+
+    Every node with ``4 * dead > listed`` keeps its listed children whose row of
+    ``state`` (count, cap of the level below) has count < cap, in order, at the
+    front of its list (``children[start:start + listed]``); ``listed`` becomes
+    their number and ``dead`` 0 (all three updated in place).
+    """
+    module = _module()
+    if module is None:
+        return False
+    for array, name in (
+        (start, "start"), (listed, "listed"), (dead, "dead"), (children, "children"),
+        (state, "state"),
+    ):  # fmt: skip
+        _int64(array, name)
+    if state.ndim != 2 or state.shape[1] != 2:
+        raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
+    if not (start.size == listed.size == dead.size):
+        raise ValueError("kernels: the level's arrays differ in length")
+    module.compact(start, state, listed, dead, children)
+    return True
+
+
 def descend(
     entries: np.ndarray,
     keys: np.ndarray,
@@ -132,6 +159,7 @@ def descend(
     dead: np.ndarray,
     state: np.ndarray,
     window: int,
+    scratch: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """One level of the tree descent in C, or None where the numpy code must run.
 
@@ -139,8 +167,10 @@ def descend(
     position, the level's stream keys, listing (``start``, ``listed``,
     ``children``), stream counters ``next_n`` and exhausted counts ``dead``
     (both updated), the children's count and cap rows ``state`` (counts
-    updated) and the window. Returns the children, their draw numbers and
-    which take their child's last draw, in position order.
+    updated) and the window; ``scratch`` is int64 zeros of shape (nodes, 3),
+    zeros again after the call (kept by the caller: no allocation per call).
+    Returns the children, their draw numbers and which take their child's last
+    draw, in position order.
     """
     module = _module()
     if module is None:
@@ -156,6 +186,9 @@ def descend(
         raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
     if not (keys.size == start.size == listed.size == next_n.size == dead.size):
         raise ValueError("kernels: the level's arrays differ in length")
+    _int64(scratch, "scratch")
+    if scratch.shape != (keys.size, 3):
+        raise ValueError(f"kernels: scratch must have shape ({keys.size}, 3), got {scratch.shape}")
     # What the loop indexes stays inside its arrays (the children index the state rows
     # by construction: they list the level below once each).
     if entries.size and (int(entries.min()) < 0 or int(entries.max()) >= keys.size):
@@ -166,7 +199,7 @@ def descend(
     draws = np.empty(entries.size, dtype=np.int64)
     final = np.empty(entries.size, dtype=np.bool_)
     module.descend(
-        entries, keys, start, listed, children, next_n, dead, state, int(window),
+        entries, keys, start, listed, children, next_n, dead, state, scratch, int(window),
         child, draws, final,
     )  # fmt: skip
     return child, draws, final

@@ -95,6 +95,8 @@ class NodeLevel:
         (views of ``state``).
     state : ndarray of int64, shape (V, 2)
         Count and cap side by side, so that a draw reads one memory line for both.
+    scratch : ndarray of int64, shape (V, 3)
+        Zeros between descents: :func:`~clusterclip.schedule.kernels.descend`'s room per node.
     """
 
     def __init__(self, parent_of_child: np.ndarray, keys: np.ndarray, caps: np.ndarray) -> None:
@@ -109,9 +111,16 @@ class NodeLevel:
         self.state = _side_by_side(caps)
         self.counts = self.state[:, 0]
         self.caps = self.state[:, 1]
+        self.scratch = np.zeros((n_nodes, 3), dtype=np.int64)  # the compiled descent's
 
-    def compact(self, child_counts: np.ndarray, child_caps: np.ndarray) -> None:
-        """Relist the nodes more than a quarter of whose listed children are exhausted."""
+    def compact(self, child_state: np.ndarray) -> None:
+        """Relist the nodes more than a quarter of whose listed children are exhausted.
+
+        ``child_state``: count and cap of every child (the level below), side by side.
+        """
+        if kernels.compact(self.start, self.listed, self.dead, self.children, child_state):
+            return  # the same lists, in C
+        child_counts, child_caps = child_state[:, 0], child_state[:, 1]
         nodes = np.flatnonzero(4 * self.dead > self.listed)
         for node in nodes.tolist():  # each relisting shrinks a list by a quarter at least
             first, size = int(self.start[node]), int(self.listed[node])
@@ -244,9 +253,9 @@ class TreeWindows:
             self._cdf = None
         below = [*self.levels[1:]]
         for level, child in zip(self.levels, below, strict=False):
-            level.compact(child.counts, child.caps)
+            level.compact(child.state)
         if self.levels:
-            self.levels[-1].compact(self.counts, self.caps)
+            self.levels[-1].compact(self._leaves)
         if self.weights is not None and self._cdf is None:
             self._cdf = listed_cdf(self.weights, self.listed)
             self._guide = cdf_guide(self._cdf)
@@ -316,7 +325,7 @@ class TreeWindows:
         level = self.levels[depth]
         compiled = kernels.descend(
             entries, level.keys, level.start, level.listed, level.children,
-            self.next_n[depth], level.dead, state, self.window,
+            self.next_n[depth], level.dead, state, self.window, level.scratch,
         )  # fmt: skip
         if compiled is not None:  # the same children, in C (clusterclip.schedule.kernels)
             return compiled
