@@ -308,3 +308,13 @@ def test_the_guided_inverse_cdf_is_a_binary_search(weights, seed, edges):
     expected = np.searchsorted(cdf, u, side="right")
     assert np.array_equal(_inverse_cdf(cdf, u, cdf_guide(cdf)), expected)
     assert np.array_equal(_inverse_cdf(cdf, u, None), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2**40), min_size=1, max_size=50), st.integers(1, 300))
+def test_node_numbers_are_the_ranks_np_unique_gives(pool, n):
+    """Dense ids (ranked by a count) and sparse ones (by np.unique): the same ranks."""
+    rng = np.random.default_rng(n)
+    for ids in (rng.choice(np.array(pool), n), rng.integers(0, max(1, n // 2), n)):
+        expected = np.unique(ids, return_inverse=True)[1]
+        assert np.array_equal(treewindows._node_numbers(ids), expected)

@@ -80,10 +80,18 @@ static int descend(Descent *d) {
         const int64_t last = first + BATCH < d->size ? first + BATCH : d->size;
         int64_t n_nodes = 0, total = 0;
         for (int64_t i = first; i < last; i++) { /* positions per node */
+            if (i + AHEAD < last) PREFETCH(d->scratch + 3 * d->entries[i + AHEAD]);
             int64_t *node = d->scratch + 3 * d->entries[i];
             if (node[0]++ == 0) nodes[n_nodes++] = d->entries[i];
         }
         for (int64_t k = 0; k < n_nodes; k++) { /* where each node's candidates go */
+            if (k + AHEAD < n_nodes) {
+                PREFETCH(d->dead + nodes[k + AHEAD]);
+                PREFETCH(d->listed + nodes[k + AHEAD]);
+                PREFETCH(d->keys + nodes[k + AHEAD]);
+                PREFETCH(d->start + nodes[k + AHEAD]);
+                PREFETCH(d->next_n + nodes[k + AHEAD]);
+            }
             int64_t *node = d->scratch + 3 * nodes[k];
             const int64_t need = node[0], dead = d->dead[nodes[k]];
             const int64_t alive = d->listed[nodes[k]] - dead > 0 ? d->listed[nodes[k]] - dead : 1;

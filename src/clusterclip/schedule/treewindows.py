@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from clusterclip.arrays import distinct
 from clusterclip.schedule import kernels
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64
 from clusterclip.schedule.grouping import NO_CAP
@@ -103,9 +102,9 @@ class NodeLevel:
         n_nodes = keys.size
         self.keys = keys
         self.parent_of_child = parent_of_child
-        self.children = np.argsort(parent_of_child, kind="stable")  # ascending inside a node
         full = np.bincount(parent_of_child, minlength=n_nodes).astype(np.int64)
         self.start = np.cumsum(full) - full
+        self.children = _by_parent(parent_of_child, self.start)  # ascending inside a node
         self.listed = full.copy()
         self.dead = np.zeros(n_nodes, dtype=np.int64)
         self.state = _side_by_side(caps)
@@ -129,6 +128,31 @@ class NodeLevel:
             self.children[first : first + alive.size] = alive
             self.listed[node] = alive.size
             self.dead[node] = 0
+
+
+def _by_parent(parent: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """``np.argsort(parent, kind="stable")``, by a counting sort in C where built.
+
+    ``start``: where each parent's children begin in that order (its counts' prefix sums).
+    """
+    order = np.empty(parent.size, dtype=np.int64)
+    following = np.concatenate(([0], start))  # kernels.place reads label + 1
+    if kernels.place(np.ascontiguousarray(parent), 0, following, order):
+        return order
+    return np.argsort(parent, kind="stable")
+
+
+def _node_numbers(ids: np.ndarray) -> np.ndarray:
+    """``np.unique(ids, return_inverse=True)[1]``: each id's rank among the distinct ids.
+
+    Ids no larger than a few times their count (the usual numbering) are ranked by
+    a count instead of a sort.
+    """
+    if ids.size and int(ids.min()) >= 0 and int(ids.max()) < 4 * ids.size:
+        present = np.bincount(ids) > 0
+        rank = np.cumsum(present) - 1
+        return np.take(rank, ids)
+    return np.unique(ids, return_inverse=True)[1]
 
 
 def _side_by_side(caps: np.ndarray) -> np.ndarray:
@@ -160,11 +184,9 @@ def tree_levels(seed: int, tree_paths: np.ndarray, caps: np.ndarray) -> list[Nod
     ``caps`` (G,): the groups' caps. Node ids are per level (one parent each).
     """
     paths = np.asarray(tree_paths, dtype=np.int64)
-    while paths.shape[1] and distinct(paths[:, 0]).size == 1:
+    while paths.shape[1] and paths.shape[0] and paths[:, 0].min() == paths[:, 0].max():
         paths = paths[:, 1:]  # a lone top node: every position enters it
-    nodes_of = [
-        np.unique(paths[:, level], return_inverse=True)[1] for level in range(paths.shape[1])
-    ]
+    nodes_of = [_node_numbers(paths[:, level]) for level in range(paths.shape[1])]
     sizes = [int(n.max()) + 1 for n in nodes_of]
     levels: list[NodeLevel] = []
     child_caps = caps
