@@ -202,8 +202,18 @@ def test_weighted_candidates_are_searchsorted(groups, seed, skewed):
     cdf = listed_cdf(weights, np.arange(groups))
     u = rng.random(5000)
     u[:100] = np.minimum(cdf[rng.integers(0, groups, 100)], np.nextafter(1.0, 0.0))  # on a step
-    got = kernels.inverse_cdf(cdf, u, cdf_guide(cdf))
+    guide = cdf_guide(cdf)
+    slices = np.arange(groups, dtype=np.float64) / groups
+    assert np.array_equal(guide, np.searchsorted(cdf, slices, side="right"))  # the merge's
+    got = kernels.inverse_cdf(cdf, u, guide)
     assert np.array_equal(got, np.searchsorted(cdf, u, side="right"))
+
+
+def test_guides_of_steps_on_the_slice_edges():
+    """Cumulative weights exactly on b / L, repeated, and 1.0 from early on."""
+    for cdf in (np.array([0.25, 0.5, 0.5, 1.0]), np.array([0.0, 0.0, 1.0, 1.0]), np.ones(5)):
+        slices = np.arange(cdf.size, dtype=np.float64) / cdf.size
+        assert np.array_equal(cdf_guide(cdf), np.searchsorted(cdf, slices, side="right"))
 
 
 def test_take_refuses_a_candidate_outside_the_state():

@@ -666,14 +666,24 @@ static PyObject *py_slab(PyObject *self, PyObject *args) {
  * start of u's slice): the answer is there or after, unless float rounding put u in
  * the slice above, when it is searched from the beginning. A few steps forward,
  * then a binary search. */
+static inline int64_t slice_of(double x, int64_t size) {
+    int64_t slot = (int64_t)(x * (double)size);
+    if (slot > size - 1) slot = size - 1;
+    return slot < 0 ? 0 : slot;
+}
+
 static void inverse_cdf(int64_t n, const double *u, int64_t size, const double *cdf,
                         const int64_t *guide, int64_t *out) {
     for (int64_t i = 0; i < n; i++) {
+        /* The guide of a later u, and the cdf where a nearer one starts, loaded ahead. */
+        if (i + 2 * AHEAD < n) PREFETCH(guide + slice_of(u[i + 2 * AHEAD], size));
+        if (i + AHEAD < n) {
+            const int64_t ahead = guide[slice_of(u[i + AHEAD], size)];
+            PREFETCH(cdf + (ahead > 0 ? ahead - 1 : 0));
+            if (ahead < size) PREFETCH(cdf + ahead);
+        }
         const double x = u[i];
-        int64_t slot = (int64_t)(x * (double)size);
-        if (slot > size - 1) slot = size - 1;
-        if (slot < 0) slot = 0;
-        int64_t low = guide[slot], high = size;
+        int64_t low = guide[slice_of(x, size)], high = size;
         if (low > 0 && cdf[low - 1] > x) {
             high = low;
             low = 0;
@@ -697,6 +707,28 @@ static void inverse_cdf(int64_t n, const double *u, int64_t size, const double *
         }
         out[i] = low;
     }
+}
+
+/* guide[b]: the first index whose cumulative weight exceeds b / L (L = size), i.e.
+ * np.searchsorted(cdf, arange(L) / L, side="right"), by one merge of the two
+ * ascending sequences. */
+static void cdf_guide(int64_t size, const double *cdf, int64_t *guide) {
+    int64_t j = 0;
+    for (int64_t b = 0; b < size; b++) {
+        const double x = (double)b / (double)size;
+        while (j < size && cdf[j] <= x) j++;
+        guide[b] = j;
+    }
+}
+
+static PyObject *py_cdf_guide(PyObject *self, PyObject *args) {
+    Py_buffer b[2]; /* cdf; guide */
+    if (!PyArg_ParseTuple(args, "y*w*", &b[0], &b[1])) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    cdf_guide(b[0].len / 8, b[0].buf, b[1].buf);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 2; i++) PyBuffer_Release(&b[i]);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_inverse_cdf(PyObject *self, PyObject *args) {
@@ -763,6 +795,7 @@ static PyObject *py_place(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"cdf_guide", py_cdf_guide, METH_VARARGS, "Where weighted searches start (see kernels.cdf_guide)."},
     {"compact", py_compact, METH_VARARGS, "Relists a level's nodes (see kernels.compact)."},
     {"descend", py_descend, METH_VARARGS, "The tree descent of one level (see kernels.descend)."},
     {"inverse_cdf", py_inverse_cdf, METH_VARARGS, "Weighted candidates (see kernels.inverse_cdf)."},

@@ -28,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "ENV",
+    "cdf_guide",
     "compact",
     "compiled",
     "descend",
@@ -292,6 +293,22 @@ def slab(
     last = np.empty(n, dtype=np.bool_)
     module.slab(span, low, phi, draws_of, groups, out_groups, out_draws, last, int(offset))
     return out_groups, out_draws, last
+
+
+def cdf_guide(cdf: np.ndarray) -> np.ndarray | None:
+    """:func:`~clusterclip.schedule.windows.cdf_guide` in C (one merge, no searches), or None.
+
+    ``cdf``: non-decreasing float64. Entry ``b`` is
+    ``np.searchsorted(cdf, b / cdf.size, side="right")``.
+    """
+    module = _module()
+    if module is None:
+        return None
+    if cdf.dtype != np.float64 or not cdf.flags.c_contiguous:
+        raise TypeError("kernels: cdf must be C-ordered float64")
+    guide = np.empty(cdf.size, dtype=np.int64)
+    module.cdf_guide(cdf, guide)
+    return guide
 
 
 def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray | None:

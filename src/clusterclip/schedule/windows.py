@@ -179,6 +179,9 @@ def cdf_guide(cdf: np.ndarray) -> np.ndarray:
     Entry ``b`` is the first index whose cumulative weight exceeds ``b / L``
     (``L = cdf.size``): the answer for any ``u`` in slice ``b`` is there or after.
     """
+    compiled = kernels.cdf_guide(cdf)
+    if compiled is not None:  # the same entries, in C (clusterclip.schedule.kernels)
+        return compiled
     slices = np.arange(cdf.size, dtype=np.float64)
     slices /= cdf.size
     return np.searchsorted(cdf, slices, side="right")
