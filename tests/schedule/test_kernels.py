@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterclip.schedule import build_schedule, grouping, kernels
+from clusterclip.schedule import build_schedule, grouping, hierarchy, kernels
 from clusterclip.schedule.passes import SMALL_PASS, PassTable
 from clusterclip.schedule.slabs import SlabOrder
 from clusterclip.schedule.sorting import radix_passes
@@ -373,3 +373,24 @@ def test_compact_refuses_a_child_outside_the_level_below():
     state = np.array([[0, 1], [1, 1]])
     with pytest.raises(ValueError, match="node 0 lists a child outside the level below"):
         kernels.compact(np.array([0]), np.array([2]), np.array([1]), np.array([1, 5]), state)
+
+
+@pytest.mark.parametrize("n_levels", [1, 3])
+@pytest.mark.parametrize("excluded", [0.0, 0.3])
+def test_dense_trees_are_the_numpy_trees(n_levels, excluded):
+    """Each level's ancestors of dense leaves, read in place from a (N, L - 1) array."""
+    rng = np.random.default_rng(n_levels)
+    leaves = 5000
+    finest = rng.integers(0, 1000, leaves)  # node v's parent is v // 4, a level up
+    paths = np.stack([finest // 4 ** (n_levels - 1 - level) for level in range(n_levels)], 1)
+    labels = rng.integers(0, leaves, 100_000)
+    labels[rng.random(labels.size) < excluded] = -1
+    levels = paths[np.maximum(labels, 0)]
+    levels[labels < 0] = -7  # ignored
+    got = hierarchy.validate_levels(levels, labels)
+    with kernels.numpy_only():
+        expected = hierarchy.validate_levels(levels, labels)
+    assert np.array_equal(got.leaf_ids, expected.leaf_ids)
+    assert np.array_equal(got.paths, expected.paths)
+    levels[int(np.flatnonzero(labels == labels[0])[-1]), -1] += 1  # a leaf with two ancestors
+    assert kernels.tree_column(labels, levels, n_levels - 1, leaves) is None

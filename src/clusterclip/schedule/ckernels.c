@@ -794,6 +794,43 @@ static PyObject *py_place(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- One level of a tree over dense labels (hierarchy._dense_tree) ---- */
+
+/* For every row i with labels[i] >= 0: its ancestor at this level, column[i * stride]
+ * (>= 0), goes to table[labels[i]] (-1 there: not seen yet), and must equal what an
+ * earlier row of the same leaf put there. Returns -1, or the first row that breaks
+ * this (a negative ancestor, a leaf past the table, or two ancestors of one leaf). */
+static int64_t tree_column(int64_t n, const int64_t *labels, const int64_t *column,
+                           int64_t stride, int64_t *table, int64_t size) {
+    for (int64_t i = 0; i < n; i++) {
+        if (i + AHEAD < n && labels[i + AHEAD] >= 0 && labels[i + AHEAD] < size)
+            PREFETCH(table + labels[i + AHEAD]);
+        const int64_t leaf = labels[i];
+        if (leaf < 0) continue;
+        const int64_t ancestor = column[i * stride];
+        if (ancestor < 0 || leaf >= size) return i;
+        if (table[leaf] < 0)
+            table[leaf] = ancestor;
+        else if (table[leaf] != ancestor)
+            return i;
+    }
+    return -1;
+}
+
+static PyObject *py_tree_column(PyObject *self, PyObject *args) {
+    Py_buffer b[3]; /* labels, levels (N, L - 1); table */
+    long long level;
+    if (!PyArg_ParseTuple(args, "y*y*w*L", &b[0], &b[1], &b[2], &level)) return NULL;
+    const int64_t n = b[0].len / 8, stride = n ? b[1].len / 8 / n : 1;
+    int64_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = tree_column(n, b[0].buf, (const int64_t *)b[1].buf + level, stride, b[2].buf,
+                      b[2].len / 8);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 3; i++) PyBuffer_Release(&b[i]);
+    return PyLong_FromLongLong((long long)bad);
+}
+
 static PyMethodDef methods[] = {
     {"cdf_guide", py_cdf_guide, METH_VARARGS, "Where weighted searches start (see kernels.cdf_guide)."},
     {"compact", py_compact, METH_VARARGS, "Relists a level's nodes (see kernels.compact)."},
@@ -801,6 +838,7 @@ static PyMethodDef methods[] = {
     {"inverse_cdf", py_inverse_cdf, METH_VARARGS, "Weighted candidates (see kernels.inverse_cdf)."},
     {"slab", py_slab, METH_VARARGS, "A slab of the planned order (see kernels.slab)."},
     {"take", py_take, METH_VARARGS, "The kept candidates of a window (see kernels.take)."},
+    {"tree_column", py_tree_column, METH_VARARGS, "One level of a tree (see kernels.tree_column)."},
     {"lookup", py_lookup, METH_VARARGS, "Documents of draws of a pass table (see kernels.lookup)."},
     {"place", py_place, METH_VARARGS, "Documents to their clusters' places (see kernels.place)."},
     {NULL, NULL, 0, NULL},

@@ -52,6 +52,7 @@ import numpy as np
 
 from clusterclip.errors import invalid
 from clusterclip.io import fingerprint_array
+from clusterclip.schedule import kernels
 from clusterclip.schedule.groups import sorted_with_order
 
 __all__ = ["ActiveTree", "Hierarchy", "validate_levels"]
@@ -144,12 +145,14 @@ def _dense_tree(array: np.ndarray, labels: np.ndarray) -> Hierarchy | None:
     against it. Anything wrong (or sparse ids) is left to :func:`_checked_tree`,
     which finds the first offending rows for the message.
     """
+    top = int(labels.max())
+    if top < 0 or top >= max(labels.shape[0], 1024):
+        return None
+    if kernels.compiled():  # one pass over the rows per level, in C
+        return _dense_tree_in_c(np.ascontiguousarray(array), labels, top)
     valid = labels >= 0
     every = bool(valid.all())  # then no copies of the rows
     leaves = labels if every else labels[valid]
-    top = int(leaves.max())
-    if top >= max(labels.shape[0], 1024):
-        return None
     leaf_ids = np.flatnonzero(np.bincount(leaves, minlength=top + 1))
     paths = np.empty((leaf_ids.size, array.shape[1]), dtype=np.int64)
     for level in range(array.shape[1]):  # one column at a time: 1-D scatters and gathers
@@ -160,6 +163,20 @@ def _dense_tree(array: np.ndarray, labels: np.ndarray) -> Hierarchy | None:
         if (used < 0).any() or not np.array_equal(np.take(table, leaves), used):
             return None
         paths[:, level] = table[leaf_ids]
+    hierarchy = Hierarchy(leaf_ids=leaf_ids, paths=paths)
+    return hierarchy if _one_parent_each(hierarchy.paths) else None
+
+
+def _dense_tree_in_c(array: np.ndarray, labels: np.ndarray, top: int) -> Hierarchy | None:
+    """:func:`_dense_tree` by :func:`~clusterclip.schedule.kernels.tree_column` (the same tree)."""
+    tables = []
+    for level in range(array.shape[1]):
+        table = kernels.tree_column(np.ascontiguousarray(labels), array, level, top + 1)
+        if table is None:
+            return None
+        tables.append(table)
+    leaf_ids = np.flatnonzero(tables[0] >= 0)  # the leaves with a row
+    paths = np.stack([np.take(table, leaf_ids) for table in tables], axis=1)
     hierarchy = Hierarchy(leaf_ids=leaf_ids, paths=paths)
     return hierarchy if _one_parent_each(hierarchy.paths) else None
 

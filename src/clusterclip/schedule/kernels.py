@@ -38,6 +38,7 @@ __all__ = [
     "place",
     "slab",
     "take",
+    "tree_column",
 ]
 
 #: ``numpy``: run the numpy code even where the extension is built; ``c``: require the
@@ -356,3 +357,24 @@ def place(labels: np.ndarray, first: int, following: np.ndarray, members: np.nda
         members.dtype == np.int64,
     )  # fmt: skip
     return True
+
+
+def tree_column(labels: np.ndarray, levels: np.ndarray, level: int, size: int) -> np.ndarray | None:
+    """Every leaf's ancestor at ``level`` in C (:func:`hierarchy._dense_tree`), or None.
+
+    ``labels`` (N,) and ``levels`` (N, L - 1), int64, C-ordered. Returns ``table``
+    (``size`` entries, -1 for leaves with no row) where every row ``i`` with
+    ``labels[i] >= 0`` has ``table[labels[i]] == levels[i, level] >= 0``, or None
+    where that fails (or numpy must run): the sorted check then names the rows.
+    """
+    module = _module()
+    if module is None:
+        return None
+    if labels.dtype != np.int64 or levels.dtype != np.int64:
+        return None
+    if not (labels.flags.c_contiguous and levels.flags.c_contiguous):
+        return None
+    if levels.ndim != 2 or levels.shape[0] != labels.size or not 0 <= level < levels.shape[1]:
+        raise ValueError("kernels: levels must have one row per label and the level a column")
+    table = np.full(size, -1, dtype=np.int64)
+    return table if module.tree_column(labels, levels, table, int(level)) < 0 else None
