@@ -227,14 +227,10 @@ def test_descent_refuses_a_node_outside_the_level():
     state = windows._leaves
     with pytest.raises(ValueError, match="not in the level"):
         kernels.descend(np.array([7]), level.keys, level.start, level.listed, level.children,
-                        windows.next_n[0], level.dead, state, 0, level.scratch)  # fmt: skip
+                        windows.next_n[0], level.dead, state, 0)  # fmt: skip
     with pytest.raises(TypeError, match="int64"):
         kernels.descend(np.array([0], np.int32), level.keys, level.start, level.listed,
-                        level.children, windows.next_n[0], level.dead, state, 0,
-                        level.scratch)  # fmt: skip
-    with pytest.raises(ValueError, match=r"scratch must have shape \(3, 3\)"):
-        kernels.descend(np.array([0]), level.keys, level.start, level.listed, level.children,
-                        windows.next_n[0], level.dead, state, 0, level.scratch[:2])  # fmt: skip
+                        level.children, windows.next_n[0], level.dead, state, 0)  # fmt: skip
 
 
 def _same_slabs(plan: np.ndarray, phases: np.ndarray) -> None:

@@ -48,85 +48,49 @@ typedef struct {
     int64_t size, n_nodes, window;
     const int64_t *entries, *start, *listed, *children;
     const uint64_t *keys;
-    int64_t *next_n, *dead, *state, *scratch, *out_child, *out_draws;
+    int64_t *next_n, *dead, *state, *out_child, *out_draws;
     uint8_t *out_final;
 } Descent;
 
-/* The child of listed child number `index` of node v. */
-static inline int64_t child_of(const Descent *d, int64_t v, uint64_t key, int64_t n) {
-    return d->children[d->start[v] + listed_index(key, n, d->listed[v])];
-}
-
-/* The descent of treewindows.TreeWindows._descend: the r-th position (in order) that
- * enters node v takes the r-th candidate of v's stream whose child is still active
- * when it is taken. A batch of positions is done in three steps: how many positions
- * enter each node; each node's next candidates (as many as its positions need, and
- * as many more as its exhausted children will reject on average), their children
- * and counts loaded together (independent loads, which the CPU overlaps); then the
- * positions in order, each taking its node's next candidates until one's child is
- * active, drawn one by one where a node's loaded candidates run out.
- * `scratch` (3 per node, zero) holds a node's positions in the batch and where its
- * candidates are; it is zero again on return. Returns 0, or -1 out of memory. */
+/* The descent of treewindows.TreeWindows._descend, position by position: each takes
+ * the next candidates of its node's stream until one's child is active. A batch's
+ * candidate children and their counts are loaded first, assuming no candidate is
+ * rejected (independent loads, which the CPU overlaps); a node with a rejection
+ * redraws in order. */
 static int descend(Descent *d) {
     const uint64_t after = (uint64_t)(d->window + 1) * GAMMA;
-    int64_t room = 2 * BATCH;
-    int64_t *nodes = malloc(sizeof(int64_t) * BATCH), *kids = malloc(sizeof(int64_t) * room);
-    if (nodes == NULL || kids == NULL) {
-        free(nodes);
-        free(kids);
-        return -1;
-    }
+    int64_t *planned = malloc(sizeof(int64_t) * (size_t)(d->n_nodes + 3 * BATCH));
+    if (planned == NULL) return -1;
+    int64_t *numbers = planned + d->n_nodes, *kids = numbers + BATCH, *counts = kids + BATCH;
+    for (int64_t v = 0; v < d->n_nodes; v++) planned[v] = d->next_n[v];
     for (int64_t first = 0; first < d->size; first += BATCH) {
         const int64_t last = first + BATCH < d->size ? first + BATCH : d->size;
-        int64_t n_nodes = 0, total = 0;
-        for (int64_t i = first; i < last; i++) { /* positions per node */
-            if (i + AHEAD < last) PREFETCH(d->scratch + 3 * d->entries[i + AHEAD]);
-            int64_t *node = d->scratch + 3 * d->entries[i];
-            if (node[0]++ == 0) nodes[n_nodes++] = d->entries[i];
-        }
-        for (int64_t k = 0; k < n_nodes; k++) { /* where each node's candidates go */
-            if (k + AHEAD < n_nodes) {
-                PREFETCH(d->dead + nodes[k + AHEAD]);
-                PREFETCH(d->listed + nodes[k + AHEAD]);
-                PREFETCH(d->keys + nodes[k + AHEAD]);
-                PREFETCH(d->start + nodes[k + AHEAD]);
-                PREFETCH(d->next_n + nodes[k + AHEAD]);
+        for (int64_t i = first; i < last; i++) {
+            if (i + AHEAD < last) { /* the node rows of a later position */
+                const int64_t ahead = d->entries[i + AHEAD];
+                PREFETCH(planned + ahead);
+                PREFETCH(d->keys + ahead);
+                PREFETCH(d->start + ahead);
+                PREFETCH(d->listed + ahead);
             }
-            int64_t *node = d->scratch + 3 * nodes[k];
-            const int64_t need = node[0], dead = d->dead[nodes[k]];
-            const int64_t alive = d->listed[nodes[k]] - dead > 0 ? d->listed[nodes[k]] - dead : 1;
-            const int64_t extra = (need * dead + alive - 1) / alive; /* expected rejections */
-            const int64_t many = need + (extra < 3 * need ? extra : 3 * need);
-            node[1] = total;
-            node[2] = total + many;
-            total += many;
+            const int64_t v = d->entries[i];
+            const int64_t n = planned[v]++;
+            numbers[i - first] = n;
+            kids[i - first] = d->start[v] + listed_index(mix64(d->keys[v] + after), n, d->listed[v]);
         }
-        if (total > room) {
-            free(kids);
-            room = 2 * total;
-            kids = malloc(sizeof(int64_t) * room);
-            if (kids == NULL) {
-                free(nodes);
-                return -1;
-            }
-        }
-        for (int64_t k = 0; k < n_nodes; k++) { /* the candidates, node after node */
-            const int64_t v = nodes[k], *node = d->scratch + 3 * v;
-            const uint64_t key = mix64(d->keys[v] + after);
-            for (int64_t j = node[1], n = d->next_n[v]; j < node[2]; j++, n++)
-                kids[j] = d->start[v] + listed_index(key, n, d->listed[v]);
-        }
-        for (int64_t j = 0; j < total; j++) kids[j] = d->children[kids[j]];
-        for (int64_t j = 0; j < total; j++) PREFETCH(d->state + 2 * kids[j]);
+        for (int64_t j = 0; j < last - first; j++) kids[j] = d->children[kids[j]];
+        for (int64_t j = 0; j < last - first; j++) counts[j] = d->state[2 * kids[j]];
         for (int64_t i = first; i < last; i++) {
             const int64_t v = d->entries[i];
-            int64_t *node = d->scratch + 3 * v, child;
-            for (;;) {
-                const int64_t n = d->next_n[v]++;
-                child = node[1] < node[2] ? kids[node[1]++]
-                                          : child_of(d, v, mix64(d->keys[v] + after), n);
-                if (d->state[2 * child] < d->state[2 * child + 1]) break;
+            int64_t child = kids[i - first], n = d->next_n[v];
+            if (numbers[i - first] != n || d->state[2 * child] >= d->state[2 * child + 1]) {
+                const uint64_t key = mix64(d->keys[v] + after);
+                for (;; n++) {
+                    child = d->children[d->start[v] + listed_index(key, n, d->listed[v])];
+                    if (d->state[2 * child] < d->state[2 * child + 1]) break;
+                }
             }
+            d->next_n[v] = n + 1;
             const int64_t count = d->state[2 * child], cap = d->state[2 * child + 1];
             d->state[2 * child] = count + 1;
             d->out_child[i] = child;
@@ -134,35 +98,30 @@ static int descend(Descent *d) {
             d->out_final[i] = count + 1 == cap;
             if (count + 1 == cap) d->dead[v] += 1;
         }
-        for (int64_t k = 0; k < n_nodes; k++) { /* unused candidates are drawn again */
-            int64_t *node = d->scratch + 3 * nodes[k];
-            node[0] = node[1] = node[2] = 0;
-        }
+        for (int64_t i = first; i < last; i++) planned[d->entries[i]] = d->next_n[d->entries[i]];
     }
-    free(nodes);
-    free(kids);
+    free(planned);
     return 0;
 }
 
 static PyObject *py_descend(PyObject *self, PyObject *args) {
-    /* entries, keys, start, listed, children; next_n, dead, state, scratch; window; outputs */
-    Py_buffer b[12];
+    /* entries, keys, start, listed, children; next_n, dead, state; window; the outputs */
+    Py_buffer b[11];
     long long window;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*Lw*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
-                          &b[5], &b[6], &b[7], &b[8], &window, &b[9], &b[10], &b[11]))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*Lw*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &window, &b[8], &b[9], &b[10]))
         return NULL;
     Descent d = {
         .size = b[0].len / 8, .n_nodes = b[5].len / 8, .window = (int64_t)window,
         .entries = b[0].buf, .keys = b[1].buf, .start = b[2].buf, .listed = b[3].buf,
         .children = b[4].buf, .next_n = b[5].buf, .dead = b[6].buf, .state = b[7].buf,
-        .scratch = b[8].buf, .out_child = b[9].buf, .out_draws = b[10].buf,
-        .out_final = b[11].buf,
+        .out_child = b[8].buf, .out_draws = b[9].buf, .out_final = b[10].buf,
     };
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = descend(&d);
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < 12; i++) PyBuffer_Release(&b[i]);
+    for (int i = 0; i < 11; i++) PyBuffer_Release(&b[i]);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }

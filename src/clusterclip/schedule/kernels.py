@@ -161,7 +161,6 @@ def descend(
     dead: np.ndarray,
     state: np.ndarray,
     window: int,
-    scratch: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """One level of the tree descent in C, or None where the numpy code must run.
 
@@ -169,10 +168,8 @@ def descend(
     position, the level's stream keys, listing (``start``, ``listed``,
     ``children``), stream counters ``next_n`` and exhausted counts ``dead``
     (both updated), the children's count and cap rows ``state`` (counts
-    updated) and the window; ``scratch`` is int64 zeros of shape (nodes, 3),
-    zeros again after the call (kept by the caller: no allocation per call).
-    Returns the children, their draw numbers and which take their child's last
-    draw, in position order.
+    updated) and the window. Returns the children, their draw numbers and
+    which take their child's last draw, in position order.
     """
     module = _module()
     if module is None:
@@ -188,9 +185,6 @@ def descend(
         raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
     if not (keys.size == start.size == listed.size == next_n.size == dead.size):
         raise ValueError("kernels: the level's arrays differ in length")
-    _int64(scratch, "scratch")
-    if scratch.shape != (keys.size, 3):
-        raise ValueError(f"kernels: scratch must have shape ({keys.size}, 3), got {scratch.shape}")
     # What the loop indexes stays inside its arrays (the children index the state rows
     # by construction: they list the level below once each).
     if entries.size and (int(entries.min()) < 0 or int(entries.max()) >= keys.size):
@@ -201,7 +195,7 @@ def descend(
     draws = np.empty(entries.size, dtype=np.int64)
     final = np.empty(entries.size, dtype=np.bool_)
     module.descend(
-        entries, keys, start, listed, children, next_n, dead, state, scratch, int(window),
+        entries, keys, start, listed, children, next_n, dead, state, int(window),
         child, draws, final,
     )  # fmt: skip
     return child, draws, final

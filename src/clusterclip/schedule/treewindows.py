@@ -94,8 +94,6 @@ class NodeLevel:
         (views of ``state``).
     state : ndarray of int64, shape (V, 2)
         Count and cap side by side, so that a draw reads one memory line for both.
-    scratch : ndarray of int64, shape (V, 3)
-        Zeros between descents: :func:`~clusterclip.schedule.kernels.descend`'s room per node.
     """
 
     def __init__(self, parent_of_child: np.ndarray, keys: np.ndarray, caps: np.ndarray) -> None:
@@ -110,7 +108,6 @@ class NodeLevel:
         self.state = _side_by_side(caps)
         self.counts = self.state[:, 0]
         self.caps = self.state[:, 1]
-        self.scratch = np.zeros((n_nodes, 3), dtype=np.int64)  # the compiled descent's
 
     def compact(self, child_state: np.ndarray) -> None:
         """Relist the nodes more than a quarter of whose listed children are exhausted.
@@ -347,7 +344,7 @@ class TreeWindows:
         level = self.levels[depth]
         compiled = kernels.descend(
             entries, level.keys, level.start, level.listed, level.children,
-            self.next_n[depth], level.dead, state, self.window, level.scratch,
+            self.next_n[depth], level.dead, state, self.window,
         )  # fmt: skip
         if compiled is not None:  # the same children, in C (clusterclip.schedule.kernels)
             return compiled
