@@ -229,19 +229,29 @@ def table_sizes(n_clusters: int, n_documents: int = TABLE_DOCUMENTS) -> np.ndarr
     return sizes
 
 
-def table_corpus(n_clusters: int, policy: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Shuffled labels of :func:`table_sizes`, and for ``hierarchical`` one level of parents."""
+def table_corpus(
+    n_clusters: int, policy: str, depth: int = 1
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Shuffled labels of :func:`table_sizes`, and for ``hierarchical`` levels of parents.
+
+    One level (``depth=1``, the table's): ~sqrt(K) top nodes of uneven fan-out. Two:
+    ~K / 3 middle nodes (about three leaves each) under ~K**(1/3) top nodes.
+    """
     sizes = table_sizes(n_clusters)
     labels = np.repeat(np.arange(n_clusters, dtype=np.int64), sizes)
     labels = labels[np.random.default_rng(1).permutation(labels.size)]
-    levels = None
-    if policy == "hierarchical":  # ~sqrt(K) top nodes of uneven fan-out
-        n_top = max(1, int(round(n_clusters**0.5)))
-        top = np.random.default_rng(2).integers(0, n_top, n_clusters) if n_top > 1 else None
-        top_of = np.zeros(n_clusters, np.int64) if top is None else top
-        top_of[:n_top] = np.arange(n_top)
-        levels = top_of[labels][:, None]
-    return labels, levels
+    if policy != "hierarchical":
+        return labels, None
+    fan_outs = [n_clusters**0.5] if depth == 1 else [n_clusters / 3, n_clusters ** (1 / 3)]
+    parent_of = np.arange(n_clusters, dtype=np.int64)  # of every node of the level below
+    columns = []
+    for seed, nodes in enumerate(fan_outs, start=2):
+        n_parents = max(1, int(round(nodes)))
+        parent = np.random.default_rng(seed).integers(0, n_parents, parent_of.max() + 1)
+        parent[: min(n_parents, parent.size)] = np.arange(min(n_parents, parent.size))
+        parent_of = parent[parent_of]
+        columns.insert(0, parent_of)
+    return labels, np.stack(columns, axis=1)[labels]
 
 
 def table_draws(n_clusters: int, policy: str, repeats: int | None) -> int:
@@ -365,7 +375,7 @@ def profile(args: argparse.Namespace) -> None:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     clusters = args.clusters or 100_000
     repeats = None if args.max_repeats in ("none", "inf") else int(args.max_repeats)
-    labels, levels = table_corpus(clusters, args.policy)
+    labels, levels = table_corpus(clusters, args.policy, args.tree_depth)
     draws = args.draws or table_draws(clusters, args.policy, repeats)
 
     def build() -> None:
@@ -427,6 +437,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--one-cpu", action="store_true", help="--profile: on one CPU (no helper thread)"
+    )
+    parser.add_argument(
+        "--tree-depth",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="--profile, hierarchical: levels above the leaves (2: ~K/3 middle nodes)",
     )
     args = parser.parse_args()
     global VERSION
