@@ -101,6 +101,12 @@ def _int64(array: np.ndarray, name: str) -> None:
         raise TypeError(f"kernels: {name} must be C-ordered int64, got {array.dtype}")
 
 
+def _int64s(**arrays: np.ndarray) -> None:
+    """:func:`_int64` of every array, by its keyword's name."""
+    for name, array in arrays.items():
+        _int64(array, name)
+
+
 def take(
     candidates: np.ndarray, state: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -138,11 +144,7 @@ def compact(
     module = _module()
     if module is None:
         return False
-    for array, name in (
-        (start, "start"), (listed, "listed"), (dead, "dead"), (children, "children"),
-        (state, "state"),
-    ):  # fmt: skip
-        _int64(array, name)
+    _int64s(start=start, listed=listed, dead=dead, children=children, state=state)
     if state.ndim != 2 or state.shape[1] != 2:
         raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
     if not (start.size == listed.size == dead.size):
@@ -174,11 +176,10 @@ def descend(
     module = _module()
     if module is None:
         return None
-    for array, name in (
-        (entries, "entries"), (start, "start"), (listed, "listed"), (children, "children"),
-        (next_n, "next_n"), (dead, "dead"), (state, "state"),
-    ):  # fmt: skip
-        _int64(array, name)
+    _int64s(
+        entries=entries, start=start, listed=listed, children=children, next_n=next_n,
+        dead=dead, state=state,
+    )  # fmt: skip
     if keys.dtype != np.uint64 or not keys.flags.c_contiguous:
         raise TypeError(f"kernels: keys must be C-ordered uint64, got {keys.dtype}")
     if state.ndim != 2 or state.shape[1] != 2:
@@ -230,11 +231,7 @@ def lookup(
     module = _module()
     if module is None:
         return None
-    for array, name in (
-        (group, "group"), (draw, "draw"), (records, "records"), (cached_at, "cached_at"),
-        (out, "out"),
-    ):  # fmt: skip
-        _int64(array, name)
+    _int64s(group=group, draw=draw, records=records, cached_at=cached_at, out=out)
     n_groups = cached_at.size
     if records.shape != (n_groups, 4):
         raise ValueError(f"kernels: records must have shape ({n_groups}, 4), got {records.shape}")
@@ -272,8 +269,7 @@ def slab(
     module = _module()
     if module is None:
         return None
-    for array, name in ((span, "span"), (low, "low"), (draws_of, "draws_of"), (groups, "groups")):
-        _int64(array, name)
+    _int64s(span=span, low=low, draws_of=draws_of, groups=groups)
     if phi.dtype != np.float64 or not phi.flags.c_contiguous:
         raise TypeError("kernels: phi must be C-ordered float64")
     if not (span.size == low.size == phi.size == draws_of.size == groups.size):
