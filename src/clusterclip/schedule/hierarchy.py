@@ -169,10 +169,11 @@ def _dense_tree(array: np.ndarray, labels: np.ndarray) -> Hierarchy | None:
 
 def _dense_tree_in_c(array: np.ndarray, labels: np.ndarray, top: int) -> Hierarchy | None:
     """:func:`_dense_tree` by :func:`~clusterclip.schedule.kernels.tree_column` (the same tree)."""
+    labels = np.ascontiguousarray(labels, dtype=np.int64)  # once: the C loop's layout
     tables = []
     for level in range(array.shape[1]):
-        table = kernels.tree_column(np.ascontiguousarray(labels), array, level, top + 1)
-        if table is None:
+        table = kernels.tree_column(labels, array, level, top + 1)
+        if table is None:  # a row breaks the tree: the sorted check names it
             return None
         tables.append(table)
     leaf_ids = np.flatnonzero(tables[0] >= 0)  # the leaves with a row
