@@ -17,7 +17,7 @@ from clusterclip.schedule import build_schedule, grouping, hierarchy, kernels
 from clusterclip.schedule.passes import SMALL_PASS, PassTable
 from clusterclip.schedule.slabs import SlabOrder
 from clusterclip.schedule.sorting import radix_passes
-from clusterclip.schedule.treewindows import NodeLevel, TreeWindows
+from clusterclip.schedule.treewindows import NodeLevel, TreeWindows, alive_bits
 from clusterclip.schedule.windows import cdf_guide, listed_cdf
 from tests.product_support import in_ci
 
@@ -158,7 +158,25 @@ def _same_descents(seed, caps, paths, weights=None) -> None:
         assert (got.start, got.size) == (expected.start, expected.size)
         for field in ("groups", "draws", "clips"):
             assert np.array_equal(getattr(got, field), getattr(expected, field))
+        _alive_bits_hold(compiled)
     assert np.array_equal(compiled.counts, reference.counts)
+
+
+def _alive_bits_hold(windows: TreeWindows) -> None:
+    """The bits the compiled descent keeps say, at every listed position, what the counts say."""
+    if not windows.levels:  # flat: no descent
+        return
+    states = [level.state for level in windows.levels[1:]] + [windows._leaves]
+    for level, state in zip(windows.levels, states, strict=True):
+        if level.alive is None:  # no descent at this level yet
+            continue
+        listed = np.concatenate(
+            [np.arange(a, a + n) for a, n in zip(level.start, level.listed, strict=True)]
+        ).astype(np.int64)
+        kept = np.unpackbits(level.alive, bitorder="little")[listed]
+        assert np.array_equal(
+            kept, np.unpackbits(alive_bits(level.children, state), bitorder="little")[listed]
+        )
 
 
 @SETTINGS
@@ -180,6 +198,7 @@ def test_tree_descents_over_many_windows(depth):
     )
     caps = rng.integers(1, 30, n_groups).astype(np.int64)
     caps[rng.random(n_groups) < 0.5] = 1  # many children run out early
+    caps[rng.random(n_groups) < 0.05] = 0  # and a few have no draws at all
     _same_descents(11, caps, paths)
 
 
@@ -225,12 +244,26 @@ def test_descent_refuses_a_node_outside_the_level():
     windows = TreeWindows(1, np.ones(6), np.full(6, 2), np.array([[0], [0], [1], [1], [2], [2]]))
     level = windows.levels[0]
     state = windows._leaves
+    alive = alive_bits(level.children, state)
     with pytest.raises(ValueError, match="not in the level"):
         kernels.descend(np.array([7]), level.keys, level.start, level.listed, level.children,
-                        windows.next_n[0], level.dead, state, 0)  # fmt: skip
+                        windows.next_n[0], level.dead, state, 0, alive)  # fmt: skip
     with pytest.raises(TypeError, match="int64"):
         kernels.descend(np.array([0], np.int32), level.keys, level.start, level.listed,
-                        level.children, windows.next_n[0], level.dead, state, 0)  # fmt: skip
+                        level.children, windows.next_n[0], level.dead, state, 0, alive)  # fmt: skip
+    with pytest.raises(ValueError, match="alive holds 0 bits for 6 listed positions"):
+        kernels.descend(np.array([0]), level.keys, level.start, level.listed, level.children,
+                        windows.next_n[0], level.dead, state, 0, alive[:0])  # fmt: skip
+
+
+def test_descent_stops_on_alive_bits_out_of_step():
+    """Bits that say no child is active: an error after a while, not an endless loop."""
+    caps = np.full(600, 1000, dtype=np.int64)  # more draws than a window's
+    windows = TreeWindows(5, np.ones(600), caps, np.repeat(np.arange(3), 200)[:, None])
+    assert windows.next() is not None
+    windows.levels[0].alive[:] = 0
+    with pytest.raises(RuntimeError, match="alive bits are out of step"):
+        windows.next()
 
 
 def _same_slabs(plan: np.ndarray, phases: np.ndarray) -> None:

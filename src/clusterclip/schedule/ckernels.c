@@ -21,6 +21,9 @@
 #else
 #define PREFETCH(address) ((void)0)
 #endif
+#ifndef DESCENT_BATCH
+#define DESCENT_BATCH 2048
+#endif
 /* How many positions ahead a loop prefetches. */
 #define AHEAD 16
 /* At most 2**BUCKET_BITS buckets in a counting pass (sort_pairs). */
@@ -49,22 +52,60 @@ typedef struct {
     const int64_t *entries, *start, *listed, *children;
     const uint64_t *keys;
     int64_t *next_n, *dead, *state, *out_child, *out_draws;
-    uint8_t *out_final;
+    uint8_t *out_final, *alive;
 } Descent;
 
+/* Bit `at` of a level's alive bits: whether the child listed at `at` of its children
+ * (treewindows.NodeLevel.alive) has draws left. */
+static inline int is_alive(const uint8_t *alive, int64_t at) {
+    return (alive[at >> 3] >> (at & 7)) & 1;
+}
+
+/* Whether node v's alive bits say what the counts say, and one of its listed children is
+ * active (what a stream that rejects on and on is checked for). */
+static int bits_hold(const Descent *d, int64_t v) {
+    int any = 0;
+    for (int64_t at = d->start[v]; at < d->start[v] + d->listed[v]; at++) {
+        const int64_t child = d->children[at];
+        const int active = d->state[2 * child] < d->state[2 * child + 1];
+        if (active != is_alive(d->alive, at)) return 0;
+        any |= active;
+    }
+    return any;
+}
+
+/* The listed position of node v's first candidate from number *n on whose bit is set;
+ * *n becomes that candidate's number. -1 where the node's bits are out of step with
+ * the counts or none of its children is active (checked once a stream has rejected
+ * 64 times its listed children: by chance that happens with odds below e**-64). */
+static inline int64_t next_alive(const Descent *d, int64_t v, uint64_t key, int64_t *n) {
+    const int64_t first = d->start[v], m = d->listed[v];
+    for (int64_t tries = 0;; (*n)++) {
+        const int64_t at = first + listed_index(key, *n, m);
+        if (is_alive(d->alive, at)) return at;
+        if (++tries == 64 * m + 64 && !bits_hold(d, v)) return -1;
+    }
+}
+
 /* The descent of treewindows.TreeWindows._descend, position by position: each takes
- * the next candidates of its node's stream until one's child is active. A batch's
- * candidate children and their counts are loaded first, assuming no candidate is
- * rejected (independent loads, which the CPU overlaps); a node with a rejection
- * redraws in order. */
+ * the next candidates of its node's stream until one's child is active.
+ *
+ * The alive bits (one per listed position, kept by this loop and by compact) answer
+ * "is this candidate's child active?" from cache, so a batch of positions first finds
+ * its candidates by the bits as they stand, then loads their children and rows (loads
+ * independent of each other, which the CPU overlaps), then takes them in order. A bit
+ * never comes back inside a descent, so the candidates the bits passed over are the
+ * ones the loop rejects; a candidate whose child ran out earlier in the batch, and the
+ * node's later positions, are redrawn in order by the bits as they stand then. */
 static int descend(Descent *d) {
     const uint64_t after = (uint64_t)(d->window + 1) * GAMMA;
-    int64_t *planned = malloc(sizeof(int64_t) * (size_t)(d->n_nodes + 3 * BATCH));
+    int64_t *planned = malloc(sizeof(int64_t) * (size_t)(d->n_nodes + 5 * DESCENT_BATCH));
     if (planned == NULL) return -1;
-    int64_t *numbers = planned + d->n_nodes, *kids = numbers + BATCH, *counts = kids + BATCH;
+    int64_t *from = planned + d->n_nodes, *numbers = from + DESCENT_BATCH, *at = numbers + DESCENT_BATCH;
+    int64_t *kids = at + DESCENT_BATCH, *rows = kids + DESCENT_BATCH;
     for (int64_t v = 0; v < d->n_nodes; v++) planned[v] = d->next_n[v];
-    for (int64_t first = 0; first < d->size; first += BATCH) {
-        const int64_t last = first + BATCH < d->size ? first + BATCH : d->size;
+    for (int64_t first = 0; first < d->size; first += DESCENT_BATCH) {
+        const int64_t last = first + DESCENT_BATCH < d->size ? first + DESCENT_BATCH : d->size;
         for (int64_t i = first; i < last; i++) {
             if (i + AHEAD < last) { /* the node rows of a later position */
                 const int64_t ahead = d->entries[i + AHEAD];
@@ -74,21 +115,30 @@ static int descend(Descent *d) {
                 PREFETCH(d->listed + ahead);
             }
             const int64_t v = d->entries[i];
-            const int64_t n = planned[v]++;
+            int64_t n = planned[v];
+            from[i - first] = n;
+            at[i - first] = next_alive(d, v, mix64(d->keys[v] + after), &n);
+            if (at[i - first] < 0) {
+                free(planned);
+                return -2;
+            }
             numbers[i - first] = n;
-            kids[i - first] = d->start[v] + listed_index(mix64(d->keys[v] + after), n, d->listed[v]);
+            planned[v] = n + 1;
         }
-        for (int64_t j = 0; j < last - first; j++) kids[j] = d->children[kids[j]];
-        for (int64_t j = 0; j < last - first; j++) counts[j] = d->state[2 * kids[j]];
+        for (int64_t j = 0; j < last - first; j++) kids[j] = d->children[at[j]];
+        for (int64_t j = 0; j < last - first; j++) rows[j] = d->state[2 * kids[j]]; /* loaded */
         for (int64_t i = first; i < last; i++) {
-            const int64_t v = d->entries[i];
-            int64_t child = kids[i - first], n = d->next_n[v];
-            if (numbers[i - first] != n || d->state[2 * child] >= d->state[2 * child + 1]) {
-                const uint64_t key = mix64(d->keys[v] + after);
-                for (;; n++) {
-                    child = d->children[d->start[v] + listed_index(key, n, d->listed[v])];
-                    if (d->state[2 * child] < d->state[2 * child + 1]) break;
+            const int64_t v = d->entries[i], j = i - first;
+            int64_t n = d->next_n[v], where = at[j], child = kids[j];
+            if (from[j] == n && d->state[2 * child] < d->state[2 * child + 1]) {
+                n = numbers[j];
+            } else { /* an earlier position changed what this one finds */
+                where = next_alive(d, v, mix64(d->keys[v] + after), &n);
+                if (where < 0) {
+                    free(planned);
+                    return -2;
                 }
+                child = d->children[where];
             }
             d->next_n[v] = n + 1;
             const int64_t count = d->state[2 * child], cap = d->state[2 * child + 1];
@@ -96,7 +146,10 @@ static int descend(Descent *d) {
             d->out_child[i] = child;
             d->out_draws[i] = count;
             d->out_final[i] = count + 1 == cap;
-            if (count + 1 == cap) d->dead[v] += 1;
+            if (count + 1 == cap) {
+                d->dead[v] += 1;
+                d->alive[where >> 3] &= (uint8_t) ~(1u << (where & 7));
+            }
         }
         for (int64_t i = first; i < last; i++) planned[d->entries[i]] = d->next_n[d->entries[i]];
     }
@@ -106,23 +159,28 @@ static int descend(Descent *d) {
 
 static PyObject *py_descend(PyObject *self, PyObject *args) {
     /* entries, keys, start, listed, children; next_n, dead, state; window; the outputs */
-    Py_buffer b[11];
+    Py_buffer b[12];
     long long window;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*Lw*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
-                          &b[5], &b[6], &b[7], &window, &b[8], &b[9], &b[10]))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*Lw*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &window, &b[8], &b[9], &b[10], &b[11]))
         return NULL;
     Descent d = {
         .size = b[0].len / 8, .n_nodes = b[5].len / 8, .window = (int64_t)window,
         .entries = b[0].buf, .keys = b[1].buf, .start = b[2].buf, .listed = b[3].buf,
         .children = b[4].buf, .next_n = b[5].buf, .dead = b[6].buf, .state = b[7].buf,
         .out_child = b[8].buf, .out_draws = b[9].buf, .out_final = b[10].buf,
+        .alive = b[11].buf,
     };
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = descend(&d);
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < 11; i++) PyBuffer_Release(&b[i]);
-    if (failed) return PyErr_NoMemory();
+    for (int i = 0; i < 12; i++) PyBuffer_Release(&b[i]);
+    if (failed == -1) return PyErr_NoMemory();
+    if (failed)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "kernels: a node's alive bits are out of step with its children's "
+                            "counts, or it has no active child (a bug: please report it)");
     Py_RETURN_NONE;
 }
 
@@ -135,7 +193,7 @@ static PyObject *py_descend(PyObject *self, PyObject *args) {
  * outside `state` stops it: returns that node, else -1. */
 static int64_t compact(int64_t n_nodes, const int64_t *start, int64_t *listed, int64_t *dead,
                        int64_t *children, int64_t n_children, const int64_t *state,
-                       int64_t n_rows) {
+                       int64_t n_rows, uint8_t *alive) {
     for (int64_t v = 0; v < n_nodes; v++) {
         if (4 * dead[v] <= listed[v]) continue;
         int64_t *kids = children + start[v];
@@ -151,6 +209,9 @@ static int64_t compact(int64_t n_nodes, const int64_t *start, int64_t *listed, i
             if (child < 0 || child >= n_rows) return v;
             if (state[2 * child] < state[2 * child + 1]) kids[kept++] = child;
         }
+        if (alive != NULL) /* every child listed now is active */
+            for (int64_t at = start[v]; at < start[v] + kept; at++)
+                alive[at >> 3] |= (uint8_t)(1u << (at & 7));
         listed[v] = kept;
         dead[v] = 0;
     }
@@ -158,14 +219,16 @@ static int64_t compact(int64_t n_nodes, const int64_t *start, int64_t *listed, i
 }
 
 static PyObject *py_compact(PyObject *self, PyObject *args) {
-    Py_buffer b[5]; /* start, state; listed, dead, children */
-    if (!PyArg_ParseTuple(args, "y*y*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4])) return NULL;
+    /* start, state; listed, dead, children, alive (empty: no bits kept) */
+    Py_buffer b[6];
+    if (!PyArg_ParseTuple(args, "y*y*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]))
+        return NULL;
     int64_t bad;
     Py_BEGIN_ALLOW_THREADS
     bad = compact(b[0].len / 8, b[0].buf, b[2].buf, b[3].buf, b[4].buf, b[4].len / 8, b[1].buf,
-                  b[1].len / 16);
+                  b[1].len / 16, b[5].len ? b[5].buf : NULL);
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < 5; i++) PyBuffer_Release(&b[i]);
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&b[i]);
     if (bad >= 0)
         return PyErr_Format(PyExc_ValueError,
                             "kernels: node %lld lists a child outside the level below",

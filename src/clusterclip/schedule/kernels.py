@@ -132,14 +132,21 @@ def take(
 
 
 def compact(
-    start: np.ndarray, listed: np.ndarray, dead: np.ndarray, children: np.ndarray, state: np.ndarray
+    start: np.ndarray,
+    listed: np.ndarray,
+    dead: np.ndarray,
+    children: np.ndarray,
+    state: np.ndarray,
+    alive: np.ndarray | None = None,
 ) -> bool:
     """Relist a level's nodes in C (:meth:`NodeLevel.compact`), or False where numpy must run.
 
     Every node with ``4 * dead > listed`` keeps its listed children whose row of
     ``state`` (count, cap of the level below) has count < cap, in order, at the
     front of its list (``children[start:start + listed]``); ``listed`` becomes
-    their number and ``dead`` 0 (all three updated in place).
+    their number and ``dead`` 0 (all three updated in place). ``alive``, the
+    level's alive bits (:attr:`NodeLevel.alive`), is kept: the bits of a
+    relisted node's listed positions are set.
     """
     module = _module()
     if module is None:
@@ -149,8 +156,22 @@ def compact(
         raise ValueError(f"kernels: state must have shape (n, 2), got {state.shape}")
     if not (start.size == listed.size == dead.size):
         raise ValueError("kernels: the level's arrays differ in length")
-    module.compact(start, state, listed, dead, children)
+    if alive is None:
+        alive = np.zeros(0, dtype=np.uint8)
+    else:
+        _bits(alive, children)
+    module.compact(start, state, listed, dead, children, alive)
     return True
+
+
+def _bits(alive: np.ndarray, children: np.ndarray) -> None:
+    """Check that ``alive`` holds a bit for every listed position of ``children``."""
+    if alive.dtype != np.uint8 or not alive.flags.c_contiguous:
+        raise TypeError(f"kernels: alive must be C-ordered uint8, got {alive.dtype}")
+    if alive.size * 8 < children.size:
+        raise ValueError(
+            f"kernels: alive holds {alive.size * 8} bits for {children.size} listed positions"
+        )
 
 
 def descend(
@@ -163,6 +184,7 @@ def descend(
     dead: np.ndarray,
     state: np.ndarray,
     window: int,
+    alive: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """One level of the tree descent in C, or None where the numpy code must run.
 
@@ -170,8 +192,10 @@ def descend(
     position, the level's stream keys, listing (``start``, ``listed``,
     ``children``), stream counters ``next_n`` and exhausted counts ``dead``
     (both updated), the children's count and cap rows ``state`` (counts
-    updated) and the window. Returns the children, their draw numbers and
-    which take their child's last draw, in position order.
+    updated), the window, and the level's alive bits (:attr:`NodeLevel.alive`:
+    which listed children have draws left, exactly; kept). Returns the
+    children, their draw numbers and which take their child's last draw, in
+    position order.
     """
     module = _module()
     if module is None:
@@ -192,12 +216,13 @@ def descend(
         raise ValueError("kernels: a position's node is not in the level")
     if keys.size and int((start + listed).max()) > children.size:
         raise ValueError("kernels: a node lists children outside the level's children")
+    _bits(alive, children)
     child = np.empty(entries.size, dtype=np.int64)
     draws = np.empty(entries.size, dtype=np.int64)
     final = np.empty(entries.size, dtype=np.bool_)
     module.descend(
         entries, keys, start, listed, children, next_n, dead, state, int(window),
-        child, draws, final,
+        child, draws, final, alive,
     )  # fmt: skip
     return child, draws, final
 

@@ -59,7 +59,15 @@ from clusterclip.threads import FasterWay, helper, overlapped
 if TYPE_CHECKING:  # the prepared inputs build on the rules, which build on this
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["CHUNK", "FEW_ENTRIES", "NodeLevel", "TreeSource", "TreeWindows", "tree_levels"]
+__all__ = [
+    "CHUNK",
+    "FEW_ENTRIES",
+    "NodeLevel",
+    "TreeSource",
+    "TreeWindows",
+    "alive_bits",
+    "tree_levels",
+]
 
 #: Candidates processed at once when there are many groups (a speed knob only:
 #: the counts a chunk touches stay in cache; the positions do not depend on it).
@@ -94,6 +102,11 @@ class NodeLevel:
         (views of ``state``).
     state : ndarray of int64, shape (V, 2)
         Count and cap side by side, so that a draw reads one memory line for both.
+    alive : ndarray of uint8, or None
+        One bit per position of ``children`` (:func:`alive_bits`, little-endian):
+        whether the child listed there has draws left. The compiled descent reads
+        and keeps them (it tells exhausted candidates from cache); None until it
+        first runs, and again after the numpy code changed what they say.
     """
 
     def __init__(self, parent_of_child: np.ndarray, keys: np.ndarray, caps: np.ndarray) -> None:
@@ -108,14 +121,17 @@ class NodeLevel:
         self.state = _side_by_side(caps)
         self.counts = self.state[:, 0]
         self.caps = self.state[:, 1]
+        self.alive: np.ndarray | None = None
 
     def compact(self, child_state: np.ndarray) -> None:
         """Relist the nodes more than a quarter of whose listed children are exhausted.
 
         ``child_state``: count and cap of every child (the level below), side by side.
         """
-        if kernels.compact(self.start, self.listed, self.dead, self.children, child_state):
-            return  # the same lists, in C
+        lists = (self.start, self.listed, self.dead, self.children, child_state, self.alive)
+        if kernels.compact(*lists):
+            return  # the same lists, in C (the alive bits kept)
+        self.alive = None
         child_counts, child_caps = child_state[:, 0], child_state[:, 1]
         nodes = np.flatnonzero(4 * self.dead > self.listed)
         for node in nodes.tolist():  # each relisting shrinks a list by a quarter at least
@@ -125,6 +141,16 @@ class NodeLevel:
             self.children[first : first + alive.size] = alive
             self.listed[node] = alive.size
             self.dead[node] = 0
+
+
+def alive_bits(children: np.ndarray, child_state: np.ndarray) -> np.ndarray:
+    """:attr:`NodeLevel.alive` from the children's count and cap rows, one bit per position.
+
+    >>> alive_bits(np.array([1, 0, 2]), np.array([[0, 1], [1, 1], [3, 5]])).tolist()
+    [5]
+    """
+    rows = np.take(child_state, children, axis=0)
+    return np.packbits(rows[:, 0] < rows[:, 1], bitorder="little")
 
 
 def _by_parent(parent: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -342,12 +368,15 @@ class TreeWindows:
         below = self.levels[depth + 1] if depth + 1 < len(self.levels) else None
         state = self._leaves if below is None else below.state  # children's count, cap
         level = self.levels[depth]
+        if level.alive is None and kernels.compiled():
+            level.alive = alive_bits(level.children, state)
         compiled = kernels.descend(
             entries, level.keys, level.start, level.listed, level.children,
-            self.next_n[depth], level.dead, state, self.window,
+            self.next_n[depth], level.dead, state, self.window, level.alive,
         )  # fmt: skip
         if compiled is not None:  # the same children, in C (clusterclip.schedule.kernels)
             return compiled
+        level.alive = None  # the numpy descent below does not keep the bits
         child_counts = state[:, 0]
         order = _by_node(entries, level.keys.size)  # positions by (node, position)
         sorted_nodes = entries[order]
