@@ -376,6 +376,14 @@ def test_place_refuses_labels_past_the_counts_and_overfull_clusters():
     assert not kernels.place(np.array([0], np.uint8), 0, np.array([0, 0]), members)
 
 
+def test_count_refuses_labels_past_the_counts():
+    counts = np.zeros(3, dtype=np.int64)
+    with pytest.raises(ValueError, match="label at position 2 is past the counts"):
+        kernels.count(np.array([1, -4, 2, 0], np.int32), counts)
+    assert counts.tolist() == [1, 0, 1]  # the two before it counted, nothing from it on
+    assert not kernels.count(np.array([0], np.uint16), counts)
+
+
 @SETTINGS
 @given(st.integers(1, 300), st.integers(1, 12), st.integers(0, 2**32 - 1))
 def test_relisted_nodes_are_the_numpy_lists(n_nodes, most, seed):

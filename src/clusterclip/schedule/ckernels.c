@@ -816,6 +816,39 @@ static PyObject *py_place(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Documents per label + 1 (grouping._grouped_by_counts): counts[label + 1] += 1 for
+ * every label, counts[0] for the negative ones. Returns -1, or the first document
+ * whose label is past the counts (nothing is counted from it on). */
+static int64_t count_labels(const void *labels, int wide_labels, int64_t n, int64_t *counts,
+                            int64_t size) {
+    const int32_t *narrow = labels;
+    const int64_t *wide = labels;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t label = wide_labels ? wide[i] : narrow[i];
+        const int64_t at = label < 0 ? 0 : label + 1;
+        if (at >= size) return i;
+        counts[at] += 1;
+    }
+    return -1;
+}
+
+static PyObject *py_count(PyObject *self, PyObject *args) {
+    Py_buffer b[2]; /* labels; counts */
+    int wide_labels;
+    if (!PyArg_ParseTuple(args, "y*w*p", &b[0], &b[1], &wide_labels)) return NULL;
+    const int64_t n = b[0].len / (wide_labels ? 8 : 4);
+    int64_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = count_labels(b[0].buf, wide_labels, n, b[1].buf, b[1].len / 8);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 2; i++) PyBuffer_Release(&b[i]);
+    if (bad >= 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "kernels: the label at position %lld is past the counts",
+                            (long long)bad);
+    Py_RETURN_NONE;
+}
+
 /* ---- One level of a tree over dense labels (hierarchy._dense_tree) ---- */
 
 /* For every row i with labels[i] >= 0: its ancestor at this level, column[i * stride]
@@ -863,6 +896,7 @@ static PyMethodDef methods[] = {
     {"tree_column", py_tree_column, METH_VARARGS, "One level of a tree (see kernels.tree_column)."},
     {"lookup", py_lookup, METH_VARARGS, "Documents of draws of a pass table (see kernels.lookup)."},
     {"place", py_place, METH_VARARGS, "Documents to their clusters' places (see kernels.place)."},
+    {"count", py_count, METH_VARARGS, "Documents per label (see kernels.count)."},
     {NULL, NULL, 0, NULL},
 };
 

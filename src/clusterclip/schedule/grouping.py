@@ -212,6 +212,8 @@ def _grouped_by_counts(
     counts = np.zeros((parts, max_label + 2), dtype=np.int64)  # of label + 1 (0: negative)
 
     def count(j: int) -> None:
+        if kernels.count(labels[bounds[j] : bounds[j + 1]], counts[j]):
+            return  # the same counts, in C
         for _, part in label_chunks(labels[bounds[j] : bounds[j + 1]]):
             counts[j] += np.bincount(np.maximum(part, -1) + 1, minlength=max_label + 2)
 

@@ -84,7 +84,10 @@ class Hierarchy:
 
     def paths_of(self, cluster_ids: np.ndarray) -> np.ndarray:
         """Ancestor paths (K', L - 1) of the given leaves (each must be in ``leaf_ids``)."""
-        return self.paths[np.searchsorted(self.leaf_ids, cluster_ids)]
+        ids = self.leaf_ids
+        if ids.size and ids[-1] == ids.size - 1:  # every id from 0: a leaf's row is its id
+            return self.paths[cluster_ids]
+        return self.paths[np.searchsorted(ids, cluster_ids)]
 
 
 _FIX = (

@@ -31,6 +31,7 @@ __all__ = [
     "cdf_guide",
     "compact",
     "compiled",
+    "count",
     "descend",
     "inverse_cdf",
     "lookup",
@@ -347,6 +348,27 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray
     picked = np.empty(u.size, dtype=np.int64)
     module.inverse_cdf(u, cdf, guide, picked)
     return picked
+
+
+def count(labels: np.ndarray, counts: np.ndarray) -> bool:
+    """Documents per label in C (:func:`grouping._grouped_by_counts`), or False.
+
+    Adds one to ``counts[labels[i] + 1]`` for every label (int32 or int64),
+    ``counts[0]`` for the negative ones. False where numpy must run (not built,
+    switched off, or other dtypes); ``counts`` is then untouched.
+
+    >>> counts = np.zeros(4, dtype=np.int64)
+    >>> count(np.array([2, -1, 0, 2]), counts) is False or counts.tolist() == [1, 1, 0, 2]
+    True
+    """
+    module = _module()
+    if module is None or labels.dtype not in (np.int32, np.int64):
+        return False
+    if not labels.flags.c_contiguous:
+        return False
+    _int64(counts, "counts")
+    module.count(labels, counts, labels.dtype == np.int64)
+    return True
 
 
 def place(labels: np.ndarray, first: int, following: np.ndarray, members: np.ndarray) -> bool:

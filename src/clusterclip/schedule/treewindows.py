@@ -146,8 +146,8 @@ class NodeLevel:
 def alive_bits(children: np.ndarray, child_state: np.ndarray) -> np.ndarray:
     """:attr:`NodeLevel.alive` from the children's count and cap rows, one bit per position.
 
-    >>> alive_bits(np.array([1, 0, 2]), np.array([[0, 1], [1, 1], [3, 5]])).tolist()
-    [5]
+    >>> alive_bits(np.array([1, 0, 2]), np.array([[0, 1], [1, 1], [3, 5]])).tolist()  # 0b110
+    [6]
     """
     rows = np.take(child_state, children, axis=0)
     return np.packbits(rows[:, 0] < rows[:, 1], bitorder="little")
