@@ -7,13 +7,14 @@ with the same computation under :func:`numpy_only`, on fresh state each way.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterclip.schedule import build_schedule, grouping, hierarchy, kernels
+from clusterclip.schedule import build_schedule, grouping, hierarchy, kernels, planned
 from clusterclip.schedule.passes import SMALL_PASS, PassTable
 from clusterclip.schedule.slabs import SlabOrder
 from clusterclip.schedule.sorting import radix_passes
@@ -374,6 +375,40 @@ def test_place_refuses_labels_past_the_counts_and_overfull_clusters():
     with pytest.raises(ValueError, match="document 2 .* already full"):
         kernels.place(np.array([0, 0, 0]), 0, np.array([0, 1]), members)
     assert not kernels.place(np.array([0], np.uint8), 0, np.array([0, 0]), members)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, width=64)
+        | st.sampled_from([1.0, -1.0, 2.0**-53, -(2.0**-53), 1e308, -1e308, 5e-324, 0.1]),
+        max_size=60,
+    )
+)
+def test_exact_sums_are_fsum(values):
+    """fsum's float for any finite values: cancellation, ties to even, huge and tiny ones."""
+    array = np.array(values, dtype=np.float64)
+    try:
+        expected = math.fsum(values)
+    except OverflowError:  # an intermediate overflow: the C loop leaves it to fsum
+        assert kernels.exact_sum(array) is None
+        with pytest.raises(OverflowError):
+            planned.exact_sum(array)
+        return
+    got = kernels.exact_sum(array)
+    assert got is None or got == expected and math.copysign(1, got) == math.copysign(1, expected)
+    assert planned.exact_sum(array) == expected
+
+
+def test_exact_sums_of_weights_and_of_what_is_not_finite():
+    """A million weights as the water-filling sums them; inf and nan go to fsum."""
+    weights = np.random.default_rng(0).pareto(1.0, 10**6) + 0.1
+    assert kernels.exact_sum(weights) == math.fsum(weights.tolist())
+    assert kernels.exact_sum(np.array([1.0, math.inf])) is None
+    assert kernels.exact_sum(np.array([math.nan])) is None
+    assert kernels.exact_sum(np.zeros(0)) == 0.0
+    with pytest.raises(TypeError, match="float64"):
+        kernels.exact_sum(np.ones(3, np.float32))
 
 
 def test_count_refuses_labels_past_the_counts():

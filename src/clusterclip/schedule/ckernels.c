@@ -8,6 +8,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -886,7 +887,73 @@ static PyObject *py_tree_column(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong((long long)bad);
 }
 
+/* ---- Exact sums (planned.exact_sum) ---- */
+
+/* Partials of finite float64 values never number more than the exponent range
+ * allows (about 2098 / 53); more means something else went wrong. */
+#define MOST_PARTIALS 128
+
+/* The sum of n finite values correctly rounded, by math.fsum's algorithm
+ * (Shewchuk's non-overlapping partials, then the same half-even correction):
+ * the very same float. Returns 0 and sets *sum, or -1 where fsum must answer
+ * (a value or a partial not finite: fsum raises or returns inf or nan). */
+static int exact_sum(const double *values, int64_t n, double *sum) {
+    double p[MOST_PARTIALS];
+    int64_t m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double x = values[k];
+        if (!isfinite(x)) return -1;
+        int64_t i = 0;
+        for (int64_t j = 0; j < m; j++) {
+            double y = p[j];
+            if (fabs(x) < fabs(y)) {
+                const double t = x;
+                x = y;
+                y = t;
+            }
+            const double hi = x + y, lo = y - (hi - x);
+            if (lo != 0.0) p[i++] = lo;
+            x = hi;
+        }
+        m = i;
+        if (x != 0.0) {
+            if (!isfinite(x) || m == MOST_PARTIALS) return -1;
+            p[m++] = x;
+        }
+    }
+    double hi = 0.0, lo = 0.0;
+    if (m > 0) {
+        hi = p[--m];
+        while (m > 0) { /* from the top, until the sum is inexact */
+            const double x = hi, y = p[--m];
+            hi = x + y;
+            lo = y - (hi - x);
+            if (lo != 0.0) break;
+        }
+        if (m > 0 && ((lo < 0.0 && p[m - 1] < 0.0) || (lo > 0.0 && p[m - 1] > 0.0))) {
+            const double y = lo * 2.0, x = hi + y; /* half-even across partials */
+            if (y == x - hi) hi = x;
+        }
+    }
+    *sum = hi;
+    return 0;
+}
+
+static PyObject *py_exact_sum(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "y*", &b)) return NULL;
+    double sum = 0.0;
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = exact_sum(b.buf, b.len / 8, &sum);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    if (failed) Py_RETURN_NONE;
+    return PyFloat_FromDouble(sum);
+}
+
 static PyMethodDef methods[] = {
+    {"exact_sum", py_exact_sum, METH_VARARGS, "math.fsum of float64 values (see kernels.exact_sum)."},
     {"cdf_guide", py_cdf_guide, METH_VARARGS, "Where weighted searches start (see kernels.cdf_guide)."},
     {"compact", py_compact, METH_VARARGS, "Relists a level's nodes (see kernels.compact)."},
     {"descend", py_descend, METH_VARARGS, "The tree descent of one level (see kernels.descend)."},

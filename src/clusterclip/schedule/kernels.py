@@ -33,6 +33,7 @@ __all__ = [
     "compiled",
     "count",
     "descend",
+    "exact_sum",
     "inverse_cdf",
     "lookup",
     "numpy_only",
@@ -369,6 +370,27 @@ def count(labels: np.ndarray, counts: np.ndarray) -> bool:
     _int64(counts, "counts")
     module.count(labels, counts, labels.dtype == np.int64)
     return True
+
+
+def exact_sum(values: np.ndarray) -> float | None:
+    """``math.fsum`` of float64 values in C (:func:`planned.exact_sum`), or None.
+
+    The same algorithm (exact partials, then the same rounding), so the very
+    same float, without a Python float per value. None where numpy must run
+    (not built, switched off), or for a value or partial sum that is not
+    finite (``math.fsum`` then answers, or raises).
+
+    >>> import math
+    >>> values = np.array([1e16, 1.0, -1e16, 0.1])
+    >>> exact_sum(values) in (None, math.fsum(values.tolist()))
+    True
+    """
+    module = _module()
+    if module is None:
+        return None
+    if values.dtype != np.float64 or not values.flags.c_contiguous:
+        raise TypeError(f"kernels: values must be C-ordered float64, got {values.dtype}")
+    return module.exact_sum(values)
 
 
 def place(labels: np.ndarray, first: int, following: np.ndarray, members: np.ndarray) -> bool:

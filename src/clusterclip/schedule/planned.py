@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from clusterclip.schedule import kernels
 from clusterclip.schedule.groups import PURPOSE_PHASE, seed_sequence
 
 __all__ = ["PlannedOrder", "draws_below", "exact_sum", "plan_draws", "planned_phases"]
@@ -108,6 +109,9 @@ def exact_sum(values: np.ndarray) -> float:
         total = float(values.size) * float(values[0])
         if math.isfinite(total):  # else fsum says why (an overflow)
             return total
+    compiled = kernels.exact_sum(np.ascontiguousarray(values, dtype=np.float64))
+    if compiled is not None:  # fsum's algorithm in C: the same float
+        return compiled
     return math.fsum(values.tolist())
 
 
