@@ -351,6 +351,14 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray
     return picked
 
 
+def _for_labels(labels: np.ndarray) -> ModuleType | None:
+    """The compiled module for C-ordered int32 or int64 labels; None where numpy must run."""
+    module = _module()
+    if module is None or labels.dtype not in (np.int32, np.int64):
+        return None
+    return module if labels.flags.c_contiguous else None
+
+
 def count(labels: np.ndarray, counts: np.ndarray) -> bool:
     """Documents per label in C (:func:`grouping._grouped_by_counts`), or False.
 
@@ -362,10 +370,8 @@ def count(labels: np.ndarray, counts: np.ndarray) -> bool:
     >>> count(np.array([2, -1, 0, 2]), counts) is False or counts.tolist() == [1, 1, 0, 2]
     True
     """
-    module = _module()
-    if module is None or labels.dtype not in (np.int32, np.int64):
-        return False
-    if not labels.flags.c_contiguous:
+    module = _for_labels(labels)
+    if module is None:
         return False
     _int64(counts, "counts")
     module.count(labels, counts, labels.dtype == np.int64)
@@ -401,10 +407,8 @@ def place(labels: np.ndarray, first: int, following: np.ndarray, members: np.nda
     negative labels are not members. False where numpy must run (not built,
     switched off, or other dtypes); ``following`` and ``members`` are then untouched.
     """
-    module = _module()
-    if module is None or labels.dtype not in (np.int32, np.int64):
-        return False
-    if not labels.flags.c_contiguous:
+    module = _for_labels(labels)
+    if module is None:
         return False
     _int64(following, "following")
     if members.dtype not in (np.int32, np.int64) or not members.flags.c_contiguous:
