@@ -67,6 +67,22 @@ def test_the_faster_way_follows_a_change_of_load():
     assert picks[switched:].count(0) >= 0.8 * len(picks[switched:])
 
 
+def test_one_slow_call_does_not_turn_the_choice_but_two_do():
+    """A choice that also rebuilds its tables makes one call slow: the faster way stays
+    (a mean would have moved to the slower way for a whole exploration period)."""
+    ways = threads.FasterWay(every=1000, warmup=0)
+    for way, seconds in ((0, 2.0), (1, 1.0), (1, 1.0), (1, 1.0)):
+        assert ways.choose() == way
+        ways.record(way, seconds)
+    ways.choose()
+    ways.record(1, 20.0)  # one outlier
+    assert ways.seconds == [2.0, 1.0]
+    assert ways.choose() == 1
+    ways.record(1, 20.0)  # the way became slower: two in a row turn the choice
+    assert ways.seconds == [2.0, 20.0]
+    assert ways.choose() == 0
+
+
 def test_the_first_calls_are_not_measured():
     ways = threads.FasterWay(warmup=2)
     for _ in range(2):  # one-time costs: nothing recorded, way 0 again

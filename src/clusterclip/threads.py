@@ -327,8 +327,10 @@ class FasterWay:
 
     Each way is tried once, then the one with the lower recent time per call
     is used, and the other is tried again every ``every``-th call (a machine's
-    load changes). Recent time: the mean of the last measurement and the
-    previous recent time. The first ``warmup`` calls are not measured (they
+    load changes). Recent time: the median of the way's last three
+    measurements (the lower of two), so that one slow call (a choice that
+    also rebuilds its tables) does not turn the choice for the next ``every``
+    calls, while two in a row do. The first ``warmup`` calls are not measured (they
     pay one-time costs, such as the first touch of fresh memory). For work
     whose result does not depend on the way (the schedule's window lookups on
     the helper thread or not): a speed knob measured where it runs, not
@@ -351,6 +353,7 @@ class FasterWay:
         self.warmup = warmup
         self.seconds = [math.inf, math.inf]
         self.calls = 0
+        self._recent: tuple[list[float], list[float]] = ([], [])
 
     def choose(self) -> int:
         """The way (0 or 1) for the next call."""
@@ -365,8 +368,10 @@ class FasterWay:
         """The time the call done ``way`` took."""
         if self.calls <= self.warmup:
             return
-        old = self.seconds[way]
-        self.seconds[way] = seconds if old == math.inf else 0.5 * (old + seconds)
+        recent = self._recent[way]
+        recent.append(seconds)
+        del recent[:-3]
+        self.seconds[way] = sorted(recent)[(len(recent) - 1) // 2]
 
 
 def overlapped(
