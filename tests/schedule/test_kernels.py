@@ -225,8 +225,15 @@ def test_weighted_candidates_are_searchsorted(groups, seed, skewed):
     guide = cdf_guide(cdf)
     slices = np.arange(groups, dtype=np.float64) / groups
     assert np.array_equal(guide, np.searchsorted(cdf, slices, side="right"))  # the merge's
-    got = kernels.inverse_cdf(cdf, u, guide)
-    assert np.array_equal(got, np.searchsorted(cdf, u, side="right"))
+    expected = np.searchsorted(cdf, u, side="right")
+    assert np.array_equal(kernels.inverse_cdf(cdf, u, guide), expected)
+    assert np.array_equal(kernels.inverse_cdf(cdf, u, guide.astype(np.int64)), expected)
+    # The guide only speeds the search: wrong entries, in range or not, change nothing.
+    if skewed:  # int64 entries
+        wild = rng.integers(-(2**40), 2**40, groups)
+    else:  # int32 entries, as the guides made here
+        wild = rng.integers(-3, groups + 3, groups).astype(np.int32)
+    assert np.array_equal(kernels.inverse_cdf(cdf, u, wild), expected)
 
 
 def test_guides_of_steps_on_the_slice_edges():

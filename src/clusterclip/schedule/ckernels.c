@@ -491,12 +491,12 @@ static int64_t take(int64_t size, const int64_t *candidates, int64_t entries, in
         const int64_t c = candidates[i];
         if (c < 0 || c >= entries) return -1 - i;
         const int64_t count = state[2 * c], cap = state[2 * c + 1];
-        if (count >= cap) continue;
-        state[2 * c] = count + 1;
-        out_entry[kept] = c;
+        const int64_t open = count < cap; /* kept: no branch (late windows reject at random) */
+        state[2 * c] = count + open;
+        out_entry[kept] = c; /* written always, kept only when open: kept <= i < size */
         out_draws[kept] = count;
         out_final[kept] = count + 1 == cap;
-        kept++;
+        kept += open;
     }
     return kept;
 }
@@ -691,38 +691,56 @@ static PyObject *py_slab(PyObject *self, PyObject *args) {
  * np.searchsorted(cdf, u, side="right"). `guide[b]` is that index for b / L (the
  * start of u's slice): the answer is there or after, unless float rounding put u in
  * the slice above, when it is searched from the beginning. A few steps forward,
- * then a binary search. */
+ * then a binary search. Any guide gives the same answers, only slower where it is
+ * wrong: an entry past the cdf (or negative) starts a search of the whole cdf. */
 static inline int64_t slice_of(double x, int64_t size) {
     int64_t slot = (int64_t)(x * (double)size);
     if (slot > size - 1) slot = size - 1;
     return slot < 0 ? 0 : slot;
 }
 
-static void inverse_cdf(int64_t n, const double *u, int64_t size, const double *cdf,
-                        const int64_t *guide, int64_t *out) {
+/* guide[b] of an int32 guide (`wide` 0) or an int64 one (1). */
+static inline int64_t guide_at(const void *guide, int wide, int64_t b) {
+    return wide ? ((const int64_t *)guide)[b] : (int64_t)((const int32_t *)guide)[b];
+}
+
+static inline const void *guide_line(const void *guide, int wide, int64_t b) {
+    return (const char *)guide + (wide ? 8 : 4) * b;
+}
+
+/* Inlined twice below, with `wide` a constant: one loop per width. */
+static inline void inverse_cdf(int64_t n, const double *u, int64_t size, const double *cdf,
+                               const void *guide, int wide, int64_t *out) {
     for (int64_t i = 0; i < n; i++) {
         /* The guide of a later u, and the cdf where a nearer one starts, loaded ahead. */
-        if (i + 2 * AHEAD < n) PREFETCH(guide + slice_of(u[i + 2 * AHEAD], size));
+        if (i + 2 * AHEAD < n) PREFETCH(guide_line(guide, wide, slice_of(u[i + 2 * AHEAD], size)));
         if (i + AHEAD < n) {
-            const int64_t ahead = guide[slice_of(u[i + AHEAD], size)];
-            PREFETCH(cdf + (ahead > 0 ? ahead - 1 : 0));
-            if (ahead < size) PREFETCH(cdf + ahead);
+            const int64_t ahead = guide_at(guide, wide, slice_of(u[i + AHEAD], size));
+            if (ahead > 0 && ahead <= size) PREFETCH(cdf + ahead - 1);
+            if (ahead >= 0 && ahead + 3 < size) PREFETCH(cdf + ahead + 3);
         }
         const double x = u[i];
-        int64_t low = guide[slice_of(x, size)], high = size;
-        if (low > 0 && cdf[low - 1] > x) {
+        int64_t low = guide_at(guide, wide, slice_of(x, size)), high = size;
+        if (low < 0 || low > size) {
+            low = 0; /* not a guide: searched outright */
+        } else if (low > 0 && cdf[low - 1] > x) {
             high = low;
             low = 0;
-        } else {
-            int steps = 0;
-            while (low < size && cdf[low] <= x && steps < 8) {
-                low++;
-                steps++;
-            }
-            if (low >= size || cdf[low] > x) {
-                out[i] = low;
+        } else if (low + 4 <= size) {
+            /* The cdf does not decrease: the values <= x among the next four are the
+             * steps to the answer, when fewer than four (counted, not branched on:
+             * about half the draws take one step, half none). */
+            const int64_t steps = (int64_t)(cdf[low] <= x) + (int64_t)(cdf[low + 1] <= x) +
+                                  (int64_t)(cdf[low + 2] <= x) + (int64_t)(cdf[low + 3] <= x);
+            if (steps < 4) {
+                out[i] = low + steps;
                 continue;
             }
+            low += 4;
+        } else { /* the last three values at most */
+            while (low < size && cdf[low] <= x) low++;
+            out[i] = low;
+            continue;
         }
         while (low < high) { /* the first index in [low, high) with cdf > x */
             const int64_t middle = low + (high - low) / 2;
@@ -737,31 +755,44 @@ static void inverse_cdf(int64_t n, const double *u, int64_t size, const double *
 
 /* guide[b]: the first index whose cumulative weight exceeds b / L (L = size), i.e.
  * np.searchsorted(cdf, arange(L) / L, side="right"), by one merge of the two
- * ascending sequences. */
-static void cdf_guide(int64_t size, const double *cdf, int64_t *guide) {
+ * ascending sequences; int32 entries (`wide` 0, size below 2**31) or int64 (1). */
+static void cdf_guide(int64_t size, const double *cdf, void *guide, int wide) {
     int64_t j = 0;
     for (int64_t b = 0; b < size; b++) {
         const double x = (double)b / (double)size;
         while (j < size && cdf[j] <= x) j++;
-        guide[b] = j;
+        if (wide)
+            ((int64_t *)guide)[b] = j;
+        else
+            ((int32_t *)guide)[b] = (int32_t)j;
     }
 }
 
 static PyObject *py_cdf_guide(PyObject *self, PyObject *args) {
     Py_buffer b[2]; /* cdf; guide */
     if (!PyArg_ParseTuple(args, "y*w*", &b[0], &b[1])) return NULL;
+    const int64_t size = b[0].len / 8;
+    const int wide = b[1].len == 8 * size;
     Py_BEGIN_ALLOW_THREADS
-    cdf_guide(b[0].len / 8, b[0].buf, b[1].buf);
+    cdf_guide(size, b[0].buf, b[1].buf, wide);
     Py_END_ALLOW_THREADS
     for (int i = 0; i < 2; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;
 }
 
 static PyObject *py_inverse_cdf(PyObject *self, PyObject *args) {
-    Py_buffer b[4]; /* u, cdf, guide; out */
+    Py_buffer b[4]; /* u, cdf, guide (int32 or int64: its length says); out */
     if (!PyArg_ParseTuple(args, "y*y*y*w*", &b[0], &b[1], &b[2], &b[3])) return NULL;
+    const int64_t n = b[0].len / 8, size = b[1].len / 8;
+    if ((b[2].len != 4 * size && b[2].len != 8 * size) || b[3].len < 8 * n) {
+        for (int i = 0; i < 4; i++) PyBuffer_Release(&b[i]);
+        return PyErr_Format(PyExc_ValueError, "kernels: inverse_cdf needs a guide entry per cdf value");
+    }
     Py_BEGIN_ALLOW_THREADS
-    inverse_cdf(b[0].len / 8, b[0].buf, b[1].len / 8, b[1].buf, b[2].buf, b[3].buf);
+    if (b[2].len == 8 * size)
+        inverse_cdf(n, b[0].buf, size, b[1].buf, b[2].buf, 1, b[3].buf);
+    else
+        inverse_cdf(n, b[0].buf, size, b[1].buf, b[2].buf, 0, b[3].buf);
     Py_END_ALLOW_THREADS
     for (int i = 0; i < 4; i++) PyBuffer_Release(&b[i]);
     Py_RETURN_NONE;

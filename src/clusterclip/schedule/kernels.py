@@ -317,14 +317,15 @@ def cdf_guide(cdf: np.ndarray) -> np.ndarray | None:
     """:func:`~clusterclip.schedule.windows.cdf_guide` in C (one merge, no searches), or None.
 
     ``cdf``: non-decreasing float64. Entry ``b`` is
-    ``np.searchsorted(cdf, b / cdf.size, side="right")``.
+    ``np.searchsorted(cdf, b / cdf.size, side="right")``, int32 below 2**31
+    values (half the memory: the searches read it at random), else int64.
     """
     module = _module()
     if module is None:
         return None
     if cdf.dtype != np.float64 or not cdf.flags.c_contiguous:
         raise TypeError("kernels: cdf must be C-ordered float64")
-    guide = np.empty(cdf.size, dtype=np.int64)
+    guide = np.empty(cdf.size, dtype=np.int32 if cdf.size < 2**31 else np.int64)
     module.cdf_guide(cdf, guide)
     return guide
 
@@ -333,7 +334,10 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray
     """``np.searchsorted(cdf, u, side="right")`` in C, started from ``guide``, or None.
 
     ``cdf``: non-decreasing float64; ``guide``: :func:`~clusterclip.schedule.windows.cdf_guide`
-    of it (``guide[b]`` is the answer for ``b / cdf.size``), one entry per value of ``cdf``.
+    of it (``guide[b]`` is the answer for ``b / cdf.size``; int32 or int64), one entry per
+    value of ``cdf``. The guide only speeds the searches: any guide gives the same indices (an
+    entry outside ``0 .. cdf.size`` starts a search of the whole cdf), so it is
+    not checked here, where a scan of it would cost as much as the searches.
     """
     module = _module()
     if module is None:
@@ -341,11 +345,10 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray, guide: np.ndarray) -> np.ndarray
     for array, name in ((cdf, "cdf"), (u, "u")):
         if array.dtype != np.float64 or not array.flags.c_contiguous:
             raise TypeError(f"kernels: {name} must be C-ordered float64")
-    _int64(guide, "guide")
+    if guide.dtype not in (np.int32, np.int64) or not guide.flags.c_contiguous:
+        raise TypeError("kernels: guide must be C-ordered int32 or int64")
     if guide.size != cdf.size or not cdf.size:
         raise ValueError("kernels: the guide needs one entry per value of a non-empty cdf")
-    if int(guide.min()) < 0 or int(guide.max()) > cdf.size:
-        raise ValueError("kernels: the guide points outside the cdf")
     picked = np.empty(u.size, dtype=np.int64)
     module.inverse_cdf(u, cdf, guide, picked)
     return picked
