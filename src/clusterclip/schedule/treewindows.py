@@ -69,10 +69,11 @@ __all__ = [
     "tree_levels",
 ]
 
-#: Candidates processed at once when there are many groups (a speed knob only:
-#: the counts a chunk touches stay in cache; the positions do not depend on it).
+#: Candidates processed at once when a tree with many top nodes is descended (a
+#: speed knob only: the rows a chunk's descent touches stay in cache; the
+#: positions do not depend on it). Without a tree a window is processed whole.
 CHUNK = 2**13
-#: Up to this many top entries a window is processed whole (they fit in cache anyway).
+#: Up to this many top nodes a window is processed whole (they fit in cache anyway).
 FEW_ENTRIES = 2**13
 #: Positions looked up at once, about (a speed knob only).
 LOOKUP_POSITIONS = 2**16
@@ -285,7 +286,7 @@ class TreeWindows:
         self.window = -1
         self.candidates = np.zeros(0, dtype=np.int64)
         self.cursor = WINDOW  # the first call starts window 0
-        self.chunk = CHUNK if self.top_caps.size > FEW_ENTRIES else WINDOW
+        self.chunk = CHUNK if self.levels and self.top_caps.size > FEW_ENTRIES else WINDOW
         self.position = 0
         self.next_n = [np.zeros(level.keys.size, dtype=np.int64) for level in self.levels]
         self._scratches: dict[int, np.ndarray] = {}
