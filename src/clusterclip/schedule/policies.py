@@ -9,6 +9,7 @@ group, instead of branching on the policy's name.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +98,26 @@ def _power(size: int, alpha: float) -> float:
         return math.inf
 
 
+def _per_distinct(sizes: np.ndarray, value: Callable[[int], float]) -> np.ndarray:
+    """``value(size)`` of every size (float64), called once per distinct size.
+
+    Sizes are counts: where the largest is below a few times their number, a
+    table indexed by size stands in for a sort (``np.unique``).
+
+    >>> _per_distinct(np.array([3, 1, 3]), lambda size: size / 2).tolist()
+    [1.5, 0.5, 1.5]
+    """
+    sizes = np.asarray(sizes)
+    if sizes.size and int(sizes.min()) >= 0 and int(sizes.max()) < 4 * sizes.size:
+        distinct = np.flatnonzero(np.bincount(sizes))
+        table = np.zeros(int(distinct[-1]) + 1, dtype=np.float64)
+        table[distinct] = [value(size) for size in distinct.tolist()]
+        return table[sizes]
+    distinct, which = np.unique(sizes, return_inverse=True)
+    values = np.array([value(size) for size in distinct.tolist()], dtype=np.float64)
+    return values[which.reshape(-1)]
+
+
 @dataclass(frozen=True)
 class TemperaturePolicy(Policy):
     """Clusters weighted by ``|C_k| ** alpha`` (0 = uniform, 1 = natural sizes)."""
@@ -113,9 +134,7 @@ class TemperaturePolicy(Policy):
         alpha = float(alpha)  # type: ignore[arg-type]  # validated: required by this policy
         # Python's float power, once per distinct size: identical on every machine
         # and to the oracle (numpy's SIMD power may differ in the last bit).
-        distinct, which = np.unique(sizes, return_inverse=True)
-        powers = np.array([_power(c, alpha) for c in distinct.tolist()], dtype=np.float64)
-        weights = powers[which.reshape(-1)]
+        weights = _per_distinct(sizes, lambda size: _power(size, alpha))
         bad = ~np.isfinite(weights) | ((sizes > 0) & (weights <= 0))
         if bad.any():
             raise invalid(
