@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -40,16 +39,7 @@ from clusterclip.schedule.windows import WINDOW, cdf_guide, listed_cdf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_schedule import table_corpus  # noqa: E402  (the --table corpus)
-
-
-def best_of(rounds: int, func) -> float:
-    """The fastest of ``rounds`` calls of ``func``, in seconds."""
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from bench_sorts import best  # noqa: E402  (the fastest of some calls)
 
 
 def main() -> None:
@@ -82,7 +72,7 @@ def main() -> None:
         for u, want in zip(windows, expected, strict=True):
             if not np.array_equal(way(u), want):
                 sys.exit(f"{name}: not searchsorted's indices")
-        seconds = best_of(args.rounds, lambda way=way: [way(u) for u in windows])
+        seconds = best(lambda way=way: [way(u) for u in windows], args.rounds)
         base = seconds if base is None else base
         print(f"  {name:28s} {seconds:7.3f} s   {seconds / base:5.2f}x searchsorted")
 
