@@ -1,5 +1,5 @@
 """The size rules of the schedule core (tests/schedule/test_structure.py), for all of src:
-no module over 600 lines, no function over 80 lines of code, no private name imported
+no module (and no C source) over 600 lines, no function over 80 lines of code, no private name imported
 from another module (a helper two modules need is public, in a module named for it)."""
 
 from __future__ import annotations
@@ -39,6 +39,18 @@ def test_no_module_over_600_lines():
         lines = len(path.read_text("utf-8").splitlines())
         if lines > MAX_MODULE_LINES:
             too_long.append(f"{name}: {lines} lines")
+    assert not too_long
+
+
+def test_no_c_source_over_600_lines():
+    """The compiled loops too (``src/clusterclip/schedule/csrc``), read from the checkout."""
+    sources = sorted((Path(__file__).resolve().parents[1] / "src").rglob("*.[ch]"))
+    assert sources  # the files this guards are there
+    too_long = []
+    for path in sources:
+        lines = len(path.read_text("utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{path.name}: {lines} lines")
     assert not too_long
 
 

@@ -1,6 +1,6 @@
 """Compiled loops of the schedule's hot paths, where the C extension was built.
 
-``clusterclip.schedule.ckernels`` (``ckernels.c``, built by ``pip install``
+``clusterclip.schedule.ckernels`` (the C files in ``csrc/``, built by ``pip install``
 with the system's C compiler) runs a few of the schedule's loops in C. Each
 computes exactly what the numpy code beside it computes: the numpy code is the
 reference, and the fallback where the extension is not there (installed
