@@ -234,7 +234,7 @@ def _grouped_by_counts(
 
     spread(order, range(parts), workers=parts)
     ids = np.flatnonzero(total[1:])
-    return ids.astype(np.int64), total[1:][ids], members
+    return ids.astype(np.int64, copy=False), total[1:][ids], members
 
 
 def _place_short(
