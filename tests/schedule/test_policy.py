@@ -88,6 +88,18 @@ def test_policies_are_registered_objects():
     ]
 
 
+@pytest.mark.parametrize("largest", [9, 10**6])  # sizes by a table, and by np.unique
+def test_temperature_weights_are_python_powers_of_every_size(largest):
+    """The same floats as Python's ``size ** alpha``, once per size, whichever way the
+    distinct sizes are found (a table where the largest is below 4x their number)."""
+    rng = np.random.default_rng(largest)
+    sizes = rng.integers(0, 10, 50)
+    sizes[0] = largest
+    weights = POLICIES["temperature"].cluster_weights(sizes, 0.37, None)
+    assert weights.dtype == np.float64
+    assert weights.tolist() == [float(n) ** 0.37 if n else 0.0 for n in sizes.tolist()]
+
+
 # -- the value -------------------------------------------------------------------------
 def test_value_is_frozen_hashable_and_normalised():
     value = SchedulePolicy(

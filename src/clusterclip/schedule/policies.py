@@ -106,9 +106,12 @@ def _per_distinct(sizes: np.ndarray, value: Callable[[int], float]) -> np.ndarra
 
     >>> _per_distinct(np.array([3, 1, 3]), lambda size: size / 2).tolist()
     [1.5, 0.5, 1.5]
+    >>> _per_distinct(np.array([40, 1]), lambda size: size / 2).tolist()  # by np.unique
+    [20.0, 0.5]
     """
     sizes = np.asarray(sizes)
-    if sizes.size and int(sizes.min()) >= 0 and int(sizes.max()) < 4 * sizes.size:
+    counts = sizes.dtype.kind in "iu" and sizes.size > 0
+    if counts and int(sizes.min()) >= 0 and int(sizes.max()) < 4 * sizes.size:
         distinct = np.flatnonzero(np.bincount(sizes))
         table = np.zeros(int(distinct[-1]) + 1, dtype=np.float64)
         table[distinct] = [value(size) for size in distinct.tolist()]
