@@ -187,7 +187,9 @@ def engine_cases(draw):
         kwargs["num_samples"] = draw(st.integers(1, 500))
     else:
         kwargs["num_tokens"] = draw(st.integers(1, 3000))
-        kwargs["lengths"] = np.random.default_rng(labels.size).integers(0, 12, labels.size)
+        lengths = np.random.default_rng(labels.size).integers(0, 12, labels.size)
+        lengths[np.flatnonzero(labels >= 0)[0]] += 1  # a budget needs a document with tokens
+        kwargs["lengths"] = lengths
     return labels, kwargs
 
 
