@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import clusterclip.schedule.slabs as slabs
 import clusterclip.schedule.treewindows as treewindows
 from clusterclip.schedule import build_schedule, iter_schedule
+from clusterclip.schedule.api import open_stream
 from clusterclip.schedule.passes import SMALL_PASS, PassTable, pass_orders
 from clusterclip.schedule.planned import planned_phases
 
@@ -103,6 +104,23 @@ def test_lookups_do_not_depend_on_the_order_they_come_in(seed):
         for part in np.array_split(order, 7):
             got[part] = table.lookup(group[part], draw[part])
         assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("kernels", ["auto", "numpy"])
+def test_a_lookup_into_out_writes_the_same_documents_there(monkeypatch, kernels):
+    """``out``: the documents land in the caller's array (a view of a schedule), unchanged."""
+    monkeypatch.setenv("CLUSTERCLIP_KERNELS", kernels)
+    sizes = [3, 33, 64, 700, 4100]
+    rng = np.random.default_rng(7)
+    group = rng.integers(0, len(sizes), 5000)
+    draw = rng.integers(0, 3 * np.array(sizes)[group])
+    expected = _table(sizes)[0].lookup(group, draw)
+    schedule = np.full(group.size + 10, -1, dtype=np.int64)
+    into = schedule[5 : 5 + group.size]
+    got = _table(sizes)[0].lookup(group, draw, out=into)
+    assert got is into
+    assert np.array_equal(into, expected)
+    assert (schedule[:5] == -1).all() and (schedule[-5:] == -1).all()
 
 
 def test_the_cache_makes_room_past_many_small_groups():
@@ -241,6 +259,7 @@ def test_the_helper_thread_changes_no_byte(monkeypatch, name):
     monkeypatch.setattr(slabs, "SLAB_POSITIONS", 1)  # slabs of about 4 K positions
     monkeypatch.setattr(slabs, "PIECE", 777)
     extra = {"levels": (labels % 37)[:, None]} if name == "hierarchical" else {}
+    monkeypatch.setattr(api, "EARLY_OUTPUT_DRAWS", 1)  # the array made ahead, too
     runs = []
     for ways in ("none", "helper", "alternate"):
         worker = None if ways == "none" else CountingHelper()
@@ -269,6 +288,61 @@ def test_the_helper_thread_changes_no_byte(monkeypatch, name):
             assert mine.config == theirs.config
         assert np.array_equal(first[2], other[2])
     assert np.array_equal(first[2], first[0].indices[70_001:])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_sources_write_the_schedule_in_place(monkeypatch, name):
+    """collect() hands each segment its place in the schedule: no block is copied again,
+    and the schedule is what the blocks of a stream give."""
+    import clusterclip.schedule.stream as stream_module
+
+    labels = _corpus(3000)
+    extra = {"levels": (labels % 37)[:, None]} if name == "hierarchical" else {}
+    stream = _quiet(open_stream, labels, seed=5, **CASES[name], **extra)
+    blocks = np.concatenate(list(stream.blocks(0)))
+    copied = []
+    real = stream_module._concatenated
+
+    def watched(blocks, out):
+        def watch():
+            for block in blocks:
+                at = (block.ctypes.data - out.ctypes.data) // 8
+                copied.append(not 0 <= at < out.size or block.size == 0)
+                yield block
+
+        return real(watch(), out)
+
+    monkeypatch.setattr(stream_module, "_concatenated", watched)
+    out = np.full(stream.end, -1, dtype=np.int64)
+    schedule = stream.collect(out=out)
+    assert schedule.indices is out
+    assert np.array_equal(out, blocks)
+    assert copied and not any(copied)  # every block was written where it belongs
+    with pytest.raises(ValueError, match="out must be"):
+        stream.collect(out=np.empty(stream.end - 1, dtype=np.int64))
+
+
+def test_an_early_array_the_clip_makes_too_long_is_dropped(monkeypatch):
+    """``on_exhausted="stop"`` ends the schedule before ``num_samples``: the array made
+    ahead for ``num_samples`` is not used, and the schedule is the one without it."""
+    import clusterclip.schedule.api as api
+
+    labels = _corpus(3000)
+    kwargs = dict(max_repeats=1, num_samples=10 * labels.size, on_exhausted="stop", seed=5)
+    monkeypatch.setattr(api, "helper", lambda: None)
+    alone = _quiet(build_schedule, labels, **kwargs)
+    worker = CountingHelper()
+    monkeypatch.setattr(api, "helper", lambda: worker)
+    monkeypatch.setattr(api, "EARLY_OUTPUT_DRAWS", 1)
+    made = []
+    real = api._early_output
+    monkeypatch.setattr(api, "_early_output", lambda policy: made.append(real(policy)) or made[0])
+    early = _quiet(build_schedule, labels, **kwargs)
+    worker.shutdown()
+    assert made[0] is not None and made[0][0].size == 10 * labels.size
+    assert early.indices.size == alone.indices.size == labels.size
+    assert np.array_equal(early.indices, alone.indices)
+    assert early.stats.to_dict() == alone.stats.to_dict()
 
 
 def test_a_lone_top_node_over_every_cluster_is_the_flat_rule():

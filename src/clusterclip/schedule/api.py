@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +32,12 @@ from clusterclip.schedule.config import (
 )
 from clusterclip.schedule.hierarchy import validate_levels
 from clusterclip.schedule.io import Schedule
-from clusterclip.schedule.memory_check import check_fits, expected_draws
+from clusterclip.schedule.memory_check import (
+    BYTES_PER_DRAW,
+    available_memory,
+    check_fits,
+    expected_draws,
+)
 from clusterclip.schedule.policy import (
     DEFAULT_POLICY,
     SchedulePolicy,
@@ -259,13 +265,43 @@ def build_schedule(
     True
     """
     value = as_policy(policy, settings)
+    early = _early_output(value)
     stream = open_stream(labels, value, lengths=lengths, duplicate_of=duplicate_of, levels=levels)
     draws = expected_draws(
         stream.end, num_tokens=value.num_tokens, labels=stream.prep.labels,
         lengths=stream.prep.lengths,
     )  # fmt: skip
     check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
-    return stream.collect()
+    out = None
+    if early is not None and stream.end == early[0].size:
+        early[1].result()
+        out = early[0]
+    return stream.collect(out=out)
+
+
+#: Schedules from this length on get their array before the engine prepares.
+EARLY_OUTPUT_DRAWS = 2**20
+
+
+def _early_output(policy: SchedulePolicy) -> tuple[np.ndarray, Future[None]] | None:
+    """The schedule's array, its pages written on the helper thread while the engine prepares.
+
+    A speed knob only (the values are overwritten): the first write to new
+    memory costs the kernel a page fault, and on a virtual machine often the
+    host one more; made while this thread groups the labels, the faults are
+    off the build's path. Only where the length is the document budget (the
+    schedule is that long unless ``on_exhausted="stop"`` ends it sooner, and
+    then the array is dropped) and it takes at most half the free memory.
+    """
+    n = policy.num_samples
+    worker = helper()
+    if worker is None or n is None or policy.num_tokens is not None or n < EARLY_OUTPUT_DRAWS:
+        return None
+    available = available_memory()
+    if available is None or n * BYTES_PER_DRAW > available // 2:
+        return None
+    out = np.empty(n, dtype=np.int64)
+    return out, worker.submit(out.fill, 0)
 
 
 @with_policy_keywords

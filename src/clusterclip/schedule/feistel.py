@@ -71,6 +71,7 @@ from collections import OrderedDict
 import numpy as np
 
 from clusterclip.schedule.groups import sorted_with_order, tokens_by_lookup
+from clusterclip.schedule.protocols import written
 from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, generators, seed_sequence
 
 __all__ = [
@@ -466,18 +467,21 @@ class FeistelGroups:
         *,
         first: np.ndarray | None = None,
         end: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Documents of draw numbers ``draw`` of groups ``group`` (int64, vectorised).
 
         ``first`` and ``end`` (the per-group draw ranges) are accepted for the
-        interface of :class:`~clusterclip.schedule.groups.Groups` and not needed.
+        interface of :class:`~clusterclip.schedule.groups.Groups` and not needed;
+        ``out``, when given, receives the documents.
         """
         group = np.asarray(group, dtype=np.int64)
         draw = np.asarray(draw, dtype=np.int64)
         record = np.take(self._records, group, axis=0)
         where = self._positions(group, draw, record)
         where += record[:, 0]
-        return np.take(self.members, where).astype(np.int64)  # take: faster than [where]
+        docs = np.take(self.members, where)  # take: faster than [where]
+        return written(docs.astype(np.int64, copy=False), out)
 
     def tokens_of_first(self, counts: np.ndarray, lengths: np.ndarray) -> int:
         """Total tokens of the first ``counts[g]`` draws of every group (exact).

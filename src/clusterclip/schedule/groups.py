@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from clusterclip.schedule.protocols import written
 from clusterclip.schedule.seeds import (
     PURPOSE_CHOICE,
     PURPOSE_CHOICE_V3,
@@ -358,6 +359,7 @@ class Groups:
         *,
         first: np.ndarray | None = None,
         end: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Documents of draw numbers ``draw`` of groups ``group`` (vectorised).
 
@@ -369,11 +371,22 @@ class Groups:
             Per group, the range ``[first, end)`` of the draws asked for. When
             given, groups whose draws fit in one window (nearly all) take a
             fast path: one gather per position.
+        out : ndarray of int64, optional
+            Where the documents go (returned); else a new array.
 
         Returns
         -------
         ndarray of int64 document ids.
         """
+        return written(self._lookup(group, draw, first, end), out)
+
+    def _lookup(
+        self,
+        group: np.ndarray,
+        draw: np.ndarray,
+        first: np.ndarray | None,
+        end: np.ndarray | None,
+    ) -> np.ndarray:
         group = np.asarray(group, dtype=np.int64)
         draw = np.asarray(draw, dtype=np.int64)
         if first is None or end is None:

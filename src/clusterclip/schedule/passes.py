@@ -38,6 +38,7 @@ import numpy as np
 from clusterclip.schedule import kernels
 from clusterclip.schedule.feistel import GAMMA, group_keys, mix64, pass_keys
 from clusterclip.schedule.groups import tokens_by_lookup
+from clusterclip.schedule.protocols import written
 from clusterclip.schedule.seeds import PURPOSE_SMALL_TABLE, seed_sequence
 from clusterclip.schedule.sorting import SHORT_BITS, quicksort_is_slow, radix_order
 
@@ -342,17 +343,22 @@ class PassTable:
         *,
         first: np.ndarray | None = None,
         end: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Documents of draw numbers ``draw`` of groups ``group`` (int64, vectorised).
 
         ``first`` and ``end`` are accepted for the :class:`GroupTable` interface
-        and not needed.
+        and not needed; ``out``, when given, receives the documents (the
+        compiled loop writes there directly).
         """
         group = np.ascontiguousarray(group, dtype=np.int64)
         draw = np.ascontiguousarray(draw, dtype=np.int64)
-        compiled = self._compiled_lookup(group, draw)
+        compiled = self._compiled_lookup(group, draw, out)
         if compiled is not None:  # the same documents, in C (clusterclip.schedule.kernels)
             return compiled
+        return written(self._lookup_numpy(group, draw), out)
+
+    def _lookup_numpy(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray:
         record = np.take(self._records, group, axis=0)
         size = record[:, 1]
         passes, cursor = np.divmod(draw, size)
@@ -372,12 +378,15 @@ class PassTable:
         out[big] = self._from_cache(group[big], record[big], passes[big], cursor[big])
         return out
 
-    def _compiled_lookup(self, group: np.ndarray, draw: np.ndarray) -> np.ndarray | None:
-        """:meth:`lookup` by the compiled loop, making room in the cache when it is full."""
+    def _compiled_lookup(
+        self, group: np.ndarray, draw: np.ndarray, out: np.ndarray | None
+    ) -> np.ndarray | None:
+        """:meth:`lookup` by the compiled loop (into ``out`` if given), making room in the cache."""
         if not kernels.compiled():
             return None
         table = self._small_table() if self._present else np.zeros(0, np.uint8)
-        out = np.empty(group.size, dtype=np.int64)
+        if out is None:
+            out = np.empty(group.size, dtype=np.int64)
         first = 0
         while True:
             done = kernels.lookup(

@@ -27,7 +27,7 @@ import numpy as np
 if TYPE_CHECKING:  # the prepared inputs build on the rules
     from clusterclip.schedule.prepare import Prepared
 
-__all__ = ["DrawRule", "GroupTable", "GroupedTable", "OnlineSource", "Segment"]
+__all__ = ["DrawRule", "GroupTable", "GroupedTable", "OnlineSource", "Segment", "written"]
 
 #: What :meth:`OnlineSource.segment` returns: the documents of the positions,
 #: the group each drew (int64) and the offsets (ascending) of the positions
@@ -62,11 +62,14 @@ class GroupTable(Protocol):
         *,
         first: np.ndarray | None = None,
         end: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Documents (int64) of draw numbers ``draw`` of groups ``group`` (same shape).
 
         ``first`` and ``end`` (shape (G,)), when given, bound each group's draw
         numbers asked for (``[first, end)``): a hint some tables use for speed.
+        ``out`` (int64, C-ordered, the shape of ``group``), when given, receives
+        the documents and is returned (:func:`written`); else a new array.
         """
         ...
 
@@ -110,8 +113,13 @@ class OnlineSource(Protocol):
         """Draws of every group before the position :meth:`seek` returned."""
         ...
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
-        """The next positions from ``g0`` (never ``limit`` or beyond): documents, groups, clips."""
+    def segment(self, g0: int, limit: int | None, out: np.ndarray | None = None) -> Segment:
+        """The next positions from ``g0`` (never ``limit`` or beyond): documents, groups, clips.
+
+        ``out``, when given, is where the schedule's positions from ``g0`` on go
+        (int64, C-ordered): a source may put the documents there, and then
+        returns them as a view of ``out``'s start (so no one copies them again).
+        """
         ...
 
     def drawn_before(self, position: int) -> np.ndarray:
@@ -159,3 +167,21 @@ class DrawRule(Protocol):
     def planned(self, prep: Prepared, plan: np.ndarray) -> OnlineSource:
         """The source of the planned order of ``plan`` draws per group."""
         ...
+
+
+def written(docs: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``docs``, or ``out`` holding them: what :meth:`GroupTable.lookup` returns.
+
+    For a table that computes its documents in a new array and is asked for
+    them in ``out``.
+
+    >>> out = np.zeros(3, dtype=np.int64)
+    >>> written(np.array([4, 5, 6]), out) is out, out.tolist()
+    (True, [4, 5, 6])
+    >>> written(np.array([7]), None).tolist()
+    [7]
+    """
+    if out is None or docs is out:
+        return docs
+    out[...] = docs
+    return out

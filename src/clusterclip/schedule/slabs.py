@@ -282,7 +282,7 @@ class SlabSource:
         self._settle()
         return self.order.counts_before(self.start)
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
+    def segment(self, g0: int, limit: int | None, out: np.ndarray | None = None) -> Segment:
         at = g0 - self.slab_start
         if at >= self.groups.size:  # the next slab (skipping empty ones)
             self._load(self.order.slab_of(g0), limit)
@@ -292,7 +292,8 @@ class SlabSource:
             stop = min(stop, limit - self.slab_start)
         groups, draws = self.groups[at:stop], self.draws[at:stop]
         clips = self.clips[np.searchsorted(self.clips, at) : np.searchsorted(self.clips, stop)]
-        return self.prep.groups.lookup(groups, draws), groups, clips - at
+        into = None if out is None or out.size < groups.size else out[: groups.size]
+        return self.prep.groups.lookup(groups, draws, out=into), groups, clips - at
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions."""

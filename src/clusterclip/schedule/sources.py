@@ -71,7 +71,7 @@ class BlockOnline:
     def counts_before(self) -> np.ndarray:
         return self.chooser.counts.copy()
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
+    def segment(self, g0: int, limit: int | None, out: np.ndarray | None = None) -> Segment:
         block = g0 // CHOICE_BLOCK
         g1 = earliest(limit, (block + 1) * CHOICE_BLOCK)
         chooser = self.chooser
@@ -107,11 +107,13 @@ class PlannedSource:
     def counts_before(self) -> np.ndarray:
         return self.planned.counts_before(min(self.start, self.planned.total))
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
+    def segment(self, g0: int, limit: int | None, out: np.ndarray | None = None) -> Segment:
         g1 = earliest(limit, (g0 // CHOICE_BLOCK + 1) * CHOICE_BLOCK)
         chosen, draws, first, end = self.planned.window_with_spans(g0, g1)
         clips = np.flatnonzero(draws == self.prep.caps[chosen] - 1)
-        return self.prep.groups.lookup(chosen, draws, first=first, end=end), chosen, clips
+        into = None if out is None or out.size < chosen.size else out[: chosen.size]
+        docs = self.prep.groups.lookup(chosen, draws, first=first, end=end, out=into)
+        return docs, chosen, clips
 
     def drawn_before(self, position: int) -> np.ndarray:
         """Draws of every group among the first ``position`` positions."""
@@ -138,7 +140,7 @@ class WindowSource:
             np.subtract.at(counts, self.pending.groups, 1)
         return counts
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
+    def segment(self, g0: int, limit: int | None, out: np.ndarray | None = None) -> Segment:
         window, self.pending = self.pending, None
         if window is None:
             window = self.chooser.next()

@@ -178,13 +178,21 @@ class ScheduleStream:
         self._last_run = run
         yield from self._produce(start, run)
 
-    def collect(self, *, progress: Callable[[int], object] | None = None) -> Schedule:
+    def collect(
+        self,
+        *,
+        progress: Callable[[int], object] | None = None,
+        out: np.ndarray | None = None,
+    ) -> Schedule:
         """The whole schedule and its statistics, in one pass over the stream.
 
         Parameters
         ----------
         progress : callable, optional
             Called with the size of every block as it is produced (a progress bar).
+        out : ndarray of int64, shape (:attr:`end`,), optional
+            The array the schedule is written into (made earlier, say); None:
+            a new one. Only where :attr:`end` is known.
 
         Returns
         -------
@@ -194,10 +202,20 @@ class ScheduleStream:
             status), ``.config``.
         """
         run = _Run(self)
-        blocks = self._produce(0, run)
+        # With the length known, the sources write straight into the schedule.
+        if out is None and self.end is not None:
+            out = np.empty(self.end, dtype=np.int64)
+        elif out is not None and (
+            self.end is None
+            or out.shape != (self.end,)
+            or out.dtype != np.int64
+            or not out.flags.c_contiguous
+        ):
+            raise ValueError(f"collect: out must be C-ordered int64 of shape ({self.end},)")
+        blocks = self._produce(0, run, out)
         if progress is not None:
             blocks = _reported(blocks, progress)
-        return self._schedule(_concatenated(blocks, self.end), run)
+        return self._schedule(_concatenated(blocks, out), run)
 
     def schedule_of(self, indices: np.ndarray) -> Schedule:
         """The :class:`Schedule` of ``indices``, all of :meth:`blocks` ``(0)`` of the latest iteration.
@@ -218,7 +236,10 @@ class ScheduleStream:
             )
         return self._schedule(indices, run)
 
-    def _produce(self, start: int, run: _Run) -> Iterator[np.ndarray]:
+    def _produce(
+        self, start: int, run: _Run, out: np.ndarray | None = None
+    ) -> Iterator[np.ndarray]:
+        """Blocks of positions ``start, start + 1, ...``; ``out``: the whole schedule (start 0)."""
         config, cluster_end = self.config, self.cluster_end
         source = self._source()
         run.source = source
@@ -234,11 +255,12 @@ class ScheduleStream:
                 return
         while run.end is None or position < run.end:
             chosen = clips = None
+            into = None if out is None else out[position:]
             if cluster_end is None or position < cluster_end:
-                docs, chosen, clips = source.segment(position, earliest(run.end, cluster_end))
+                docs, chosen, clips = source.segment(position, earliest(run.end, cluster_end), into)
             else:
                 stop = earliest(run.end, (position // CHOICE_BLOCK + 1) * CHOICE_BLOCK)
-                docs = self._fallback_part(position - cluster_end, stop - position)
+                docs = self._fallback_part(position - cluster_end, stop - position, into)
             last = False
             if budget is not None:
                 docs, tokens, last = self._within_budget(docs, tokens, position, run)
@@ -268,11 +290,12 @@ class ScheduleStream:
             run.budget_met = True
         return docs, int(running[docs.size - 1]), last
 
-    def _fallback_part(self, first: int, n: int) -> np.ndarray:
-        """Documents of draws ``first .. first + n - 1`` of the fallback passes."""
+    def _fallback_part(self, first: int, n: int, out: np.ndarray | None) -> np.ndarray:
+        """Documents of draws ``first .. first + n - 1`` of the fallback passes (into ``out``)."""
         draws = np.arange(first, first + n, dtype=np.int64)
+        into = None if out is None or out.size < n else out[:n]
         return self.prep.fallback.lookup(
-            np.zeros_like(draws), draws, first=draws[:1].copy(), end=draws[-1:] + 1
+            np.zeros_like(draws), draws, first=draws[:1].copy(), end=draws[-1:] + 1, out=into
         )
 
     def _tokens_before(self, position: int, counts: np.ndarray) -> int:
@@ -376,17 +399,21 @@ def _reported(
         yield block
 
 
-def _concatenated(blocks: Iterator[np.ndarray], length: int | None) -> np.ndarray:
-    """The blocks in one array; filled in place when the length is known (no second copy)."""
-    if length is None:
+def _concatenated(blocks: Iterator[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+    """The blocks in one array: ``out`` (the length known), else a concatenation.
+
+    A block a source wrote in its place in ``out`` already is not copied again.
+    """
+    if out is None:
         parts = list(blocks)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    out = np.empty(length, dtype=np.int64)
     filled = 0
     for block in blocks:
-        out[filled : filled + block.size] = block
+        place = out[filled : filled + block.size]
+        if block.size and block.ctypes.data != place.ctypes.data:
+            place[...] = block
         filled += block.size
-    return out if filled == length else out[:filled].copy()
+    return out if filled == out.size else out[:filled].copy()
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -33,6 +33,7 @@ Resuming at position ``p`` replays the chunks before the one holding ``p``
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -555,7 +556,7 @@ class TreeSource:
             end = chunk.start + chunk.size
         return chunks
 
-    def segment(self, g0: int, limit: int | None) -> Segment:
+    def segment(self, g0: int, limit: int | None, out: np.ndarray | None = None) -> Segment:
         chunks, self.pending = self._choose(self.pending, g0, limit), []
         if not chunks or chunks[0].start != g0:  # the caller asks for positions in order
             raise RuntimeError("clusterclip: the chunk source was asked for a gap")
@@ -565,9 +566,10 @@ class TreeSource:
         if limit is not None and limit - g0 < chunk.size:  # the budget ends inside: a prefix
             n = limit - g0
             groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
-        lookup = self.prep.groups.lookup
+        into = None if out is None or out.size < groups.size else out[: groups.size]
+        lookup = functools.partial(self.prep.groups.lookup, groups, draws, out=into)
         if limit is not None and g0 + chunk.size >= limit:  # the last segment
-            return lookup(groups, draws), groups, clips
+            return lookup(), groups, clips
         # This segment's documents, then the next segment's choice (counts only; it
         # is pending, as after a seek). On the helper thread the two overlap (numpy
         # releases the GIL in both; a lookup never reads the counts). Whether that
@@ -575,7 +577,7 @@ class TreeSource:
         docs, self.pending = overlapped(
             helper(),
             self.ways,
-            lambda: lookup(groups, draws),
+            lookup,
             lambda: self._choose([], g0 + chunk.size, limit),
         )
         return docs, groups, clips

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from clusterclip.errors import invalid
-from clusterclip.schedule.protocols import GroupedTable, GroupTable
+from clusterclip.schedule.protocols import GroupedTable, GroupTable, written
 
 __all__ = ["RotatingGroups", "Units", "validate_duplicate_of"]
 
@@ -220,12 +220,13 @@ class RotatingGroups:
         *,
         first: np.ndarray | None = None,
         end: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
-        """:meth:`Groups.lookup`, rotated."""
+        """:meth:`Groups.lookup`, rotated (into ``out`` when given)."""
         docs = self.inner.lookup(group, draw, first=first, end=end)
         group = np.asarray(group, dtype=np.int64)
         passes = np.asarray(draw, dtype=np.int64) // self.inner.sizes[group]
-        return self.units.rotate(docs, passes + self.first_pass)
+        return written(self.units.rotate(docs, passes + self.first_pass), out)
 
     def lookup_grouped(
         self, order: np.ndarray, per_group: np.ndarray, first: np.ndarray
