@@ -322,6 +322,20 @@ def test_slab_with_group_ids_too_wide_to_pack():
     assert np.array_equal(np.flatnonzero(narrow[2]), lasts)
 
 
+def test_a_slab_is_sorted_in_the_buffer_of_its_outputs():
+    """The sort's pairs land in one buffer of 2 n words, the groups' then the draw
+    numbers': the loop refuses outputs that are not one such buffer."""
+    plan = np.arange(1, 50, dtype=np.int64)
+    phases = np.random.default_rng(2).random(plan.size)
+    groups, draws, last = kernels.slab(plan, np.zeros_like(plan), phases, plan, plan - 1, 0)
+    assert groups.base is draws.base and draws.ctypes.data == groups.ctypes.data + 8 * groups.size
+    from clusterclip.schedule import ckernels
+
+    apart = np.empty(groups.size, dtype=np.int64), np.empty(groups.size, dtype=np.int64)
+    with pytest.raises(ValueError, match="draw numbers must follow the groups"):
+        ckernels.slab(plan, np.zeros_like(plan), phases, plan, plan - 1, *apart, last, 0)
+
+
 def test_slab_refuses_draws_past_a_plan():
     one = np.ones(1, dtype=np.int64)
     with pytest.raises(ValueError, match="past a cluster's plan"):

@@ -259,7 +259,6 @@ def test_the_helper_thread_changes_no_byte(monkeypatch, name):
     monkeypatch.setattr(slabs, "SLAB_POSITIONS", 1)  # slabs of about 4 K positions
     monkeypatch.setattr(slabs, "PIECE", 777)
     extra = {"levels": (labels % 37)[:, None]} if name == "hierarchical" else {}
-    monkeypatch.setattr(api, "EARLY_OUTPUT_DRAWS", 1)  # the array made ahead, too
     runs = []
     for ways in ("none", "helper", "alternate"):
         worker = None if ways == "none" else CountingHelper()
@@ -300,10 +299,12 @@ def test_the_sources_write_the_schedule_in_place(monkeypatch, name):
     extra = {"levels": (labels % 37)[:, None]} if name == "hierarchical" else {}
     stream = _quiet(open_stream, labels, seed=5, **CASES[name], **extra)
     blocks = np.concatenate(list(stream.blocks(0)))
-    copied = []
+    copied, arrays = [], []
     real = stream_module._concatenated
 
     def watched(blocks, out):
+        arrays.append(out)
+
         def watch():
             for block in blocks:
                 at = (block.ctypes.data - out.ctypes.data) // 8
@@ -313,77 +314,10 @@ def test_the_sources_write_the_schedule_in_place(monkeypatch, name):
         return real(watch(), out)
 
     monkeypatch.setattr(stream_module, "_concatenated", watched)
-    out = np.full(stream.end, -1, dtype=np.int64)
-    schedule = stream.collect(out=out)
-    assert schedule.indices is out
-    assert np.array_equal(out, blocks)
+    schedule = stream.collect()
+    assert schedule.indices is arrays[0]
+    assert np.array_equal(schedule.indices, blocks)
     assert copied and not any(copied)  # every block was written where it belongs
-    with pytest.raises(ValueError, match="out must be"):
-        stream.collect(out=np.empty(stream.end - 1, dtype=np.int64))
-
-
-def test_an_early_array_the_clip_makes_too_long_is_dropped(monkeypatch):
-    """``on_exhausted="stop"`` ends the schedule before ``num_samples`` (excluded
-    documents): the array made ahead for ``num_samples`` is not used, and the schedule
-    is the one without it."""
-    import clusterclip.schedule.api as api
-
-    labels = _corpus(3000)
-    labels[::3] = -1  # excluded: the clip ends the schedule at 2/3 of num_samples
-    kwargs = dict(max_repeats=1, num_samples=labels.size, on_exhausted="stop", seed=5)
-    monkeypatch.setattr(api, "helper", lambda: None)
-    alone = _quiet(build_schedule, labels, **kwargs)
-    worker = CountingHelper()
-    monkeypatch.setattr(api, "helper", lambda: worker)
-    monkeypatch.setattr(api, "EARLY_OUTPUT_DRAWS", 1)
-    made = []
-    real = api._EarlyOutput.made_for
-
-    def watched(policy, labels):
-        made.append(real(policy, labels))
-        return made[-1]
-
-    monkeypatch.setattr(api._EarlyOutput, "made_for", watched)
-    early = _quiet(build_schedule, labels, **kwargs)
-    worker.shutdown()
-    assert made[0] is not None and made[0].array.size == labels.size
-    assert made[0]._stop.is_set()  # told to stop writing its pages
-    assert early.indices.size == alone.indices.size == np.count_nonzero(labels >= 0)
-    assert early.indices.base is not made[0].array and early.indices is not made[0].array
-    assert np.array_equal(early.indices, alone.indices)
-    assert early.stats.to_dict() == alone.stats.to_dict()
-
-
-def test_an_early_array_is_made_only_for_a_length_it_is_likely_to_have(monkeypatch):
-    import clusterclip.schedule.api as api
-    from clusterclip.schedule.policy import SchedulePolicy
-
-    worker = CountingHelper()
-    monkeypatch.setattr(api, "helper", lambda: worker)
-    monkeypatch.setattr(api, "EARLY_OUTPUT_DRAWS", 100)
-    labels = np.arange(1000) % 7
-
-    def made(**settings):
-        return api._EarlyOutput.made_for(SchedulePolicy(seed=0, **settings), labels)
-
-    assert made(num_samples=99) is None  # too short to be worth it
-    assert made(num_tokens=10**6) is None  # a token budget: the length is not known
-    assert made(num_samples=4001, max_repeats=4) is None  # the clip stops it at 4,000
-    assert api._EarlyOutput.made_for(SchedulePolicy(seed=0, num_samples=500), [0, 1]) is None
-    kept = made(num_samples=4001, max_repeats=4, on_exhausted="random")
-    capped = made(num_samples=4000, max_repeats=4)
-    uniform = made(num_samples=10**5, policy="uniform")  # never clipped
-    for early in (kept, capped, uniform):
-        assert early is not None
-        array = early.take(early.array.size)
-        assert array is early.array and not array.any()  # every page written (zeros)
-    dropped = made(num_samples=3000, max_repeats=4)
-    assert dropped.take(2999) is None and dropped._stop.is_set()
-    # 500 draws of BYTES_PER_DRAW take half of this memory: at most that
-    monkeypatch.setattr(api, "available_memory", lambda: 2 * 500 * api.BYTES_PER_DRAW)
-    assert made(num_samples=501, policy="uniform") is None
-    assert made(num_samples=500, policy="uniform") is not None
-    worker.shutdown()
 
 
 def test_a_lone_top_node_over_every_cluster_is_the_flat_rule():

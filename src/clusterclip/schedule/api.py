@@ -11,10 +11,8 @@ are the policy's fields, declared once, so there is one path either way.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import Executor
 from dataclasses import replace
 from typing import Any
 
@@ -33,12 +31,7 @@ from clusterclip.schedule.config import (
 )
 from clusterclip.schedule.hierarchy import validate_levels
 from clusterclip.schedule.io import Schedule
-from clusterclip.schedule.memory_check import (
-    BYTES_PER_DRAW,
-    available_memory,
-    check_fits,
-    expected_draws,
-)
+from clusterclip.schedule.memory_check import check_fits, expected_draws
 from clusterclip.schedule.policy import (
     DEFAULT_POLICY,
     SchedulePolicy,
@@ -266,84 +259,13 @@ def build_schedule(
     True
     """
     value = as_policy(policy, settings)
-    early = _EarlyOutput.made_for(value, labels)
-    try:
-        stream = open_stream(
-            labels, value, lengths=lengths, duplicate_of=duplicate_of, levels=levels
-        )
-        draws = expected_draws(
-            stream.end, num_tokens=value.num_tokens, labels=stream.prep.labels,
-            lengths=stream.prep.lengths,
-        )  # fmt: skip
-        check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
-    except BaseException:
-        if early is not None:
-            early.stop()
-        raise
-    return stream.collect(out=None if early is None else early.take(stream.end))
-
-
-#: Schedules from this length on get their array before the engine prepares.
-EARLY_OUTPUT_DRAWS = 2**20
-
-
-class _EarlyOutput:
-    """The schedule's array, its pages written on the helper thread while the engine prepares.
-
-    A speed knob only (the values are overwritten): the first write to new
-    memory costs the kernel a page fault, and on a virtual machine often the
-    host one more; made while this thread groups the labels, the faults are
-    off the build's path. The pages are written in parts, so an array that is
-    not used stops being written.
-    """
-
-    PART = 2**22  # entries written between two looks at the stop flag
-
-    def __init__(self, n: int, worker: Executor) -> None:
-        self.array = np.empty(n, dtype=np.int64)
-        self._stop = threading.Event()
-        self._written = worker.submit(self._write)
-
-    @classmethod
-    def made_for(cls, policy: SchedulePolicy, labels: Any) -> _EarlyOutput | None:
-        """One for a schedule whose length is the document budget, else None.
-
-        Only where it is worth it (at least ``EARLY_OUTPUT_DRAWS`` draws), takes
-        at most half the free memory, and the length is likely: a clip that ends
-        the schedule sooner (``on_exhausted="stop"``) cannot when the budget is
-        within ``max_repeats`` draws of every document.
-        """
-        n, worker = policy.num_samples, helper()
-        if worker is None or n is None or policy.num_tokens is not None or n < EARLY_OUTPUT_DRAWS:
-            return None
-        shape = getattr(labels, "shape", None)  # an array (not yet validated), else none made
-        if shape is None or len(shape) != 1:
-            return None
-        repeats = policy.kind.effective_max_repeats(policy.max_repeats)
-        if policy.on_exhausted == "stop" and repeats is not None and n > repeats * shape[0]:
-            return None  # the clip ends this schedule sooner
-        available = available_memory()
-        if available is None or n * BYTES_PER_DRAW > available // 2:
-            return None
-        return cls(n, worker)
-
-    def _write(self) -> None:
-        for start in range(0, self.array.size, self.PART):
-            if self._stop.is_set():
-                return
-            self.array[start : start + self.PART].fill(0)  # numpy lets go of the GIL
-
-    def stop(self) -> None:
-        """Stop writing the pages (the array is not going to be used)."""
-        self._stop.set()
-
-    def take(self, length: int | None) -> np.ndarray | None:
-        """The array, its pages written, for a schedule of ``length``; else None (it stops)."""
-        if length != self.array.size:
-            self.stop()
-            return None
-        self._written.result()
-        return self.array
+    stream = open_stream(labels, value, lengths=lengths, duplicate_of=duplicate_of, levels=levels)
+    draws = expected_draws(
+        stream.end, num_tokens=value.num_tokens, labels=stream.prep.labels,
+        lengths=stream.prep.lengths,
+    )  # fmt: skip
+    check_fits(draws, estimated=stream.end is None)  # refuse now, not after filling memory
+    return stream.collect()
 
 
 @with_policy_keywords

@@ -306,8 +306,8 @@ def slab(
         return None
     if span.size and (int(span.min()) < 0 or int((low + span - draws_of).max()) > 0):
         raise ValueError("kernels: a slab draws past a cluster's plan")
-    out_groups = np.empty(n, dtype=np.int64)
-    out_draws = np.empty(n, dtype=np.int64)
+    both = np.empty(2 * n, dtype=np.int64)  # one buffer: the sort's, then both outputs
+    out_groups, out_draws = both[:n], both[n:]
     last = np.empty(n, dtype=np.bool_)
     module.slab(span, low, phi, draws_of, groups, out_groups, out_draws, last, int(offset))
     return out_groups, out_draws, last

@@ -178,21 +178,13 @@ class ScheduleStream:
         self._last_run = run
         yield from self._produce(start, run)
 
-    def collect(
-        self,
-        *,
-        progress: Callable[[int], object] | None = None,
-        out: np.ndarray | None = None,
-    ) -> Schedule:
+    def collect(self, *, progress: Callable[[int], object] | None = None) -> Schedule:
         """The whole schedule and its statistics, in one pass over the stream.
 
         Parameters
         ----------
         progress : callable, optional
             Called with the size of every block as it is produced (a progress bar).
-        out : ndarray of int64, shape (:attr:`end`,), optional
-            The array the schedule is written into (made earlier, say); None:
-            a new one. Only where :attr:`end` is known.
 
         Returns
         -------
@@ -203,15 +195,7 @@ class ScheduleStream:
         """
         run = _Run(self)
         # With the length known, the sources write straight into the schedule.
-        if out is None and self.end is not None:
-            out = np.empty(self.end, dtype=np.int64)
-        elif out is not None and (
-            self.end is None
-            or out.shape != (self.end,)
-            or out.dtype != np.int64
-            or not out.flags.c_contiguous
-        ):
-            raise ValueError(f"collect: out must be C-ordered int64 of shape ({self.end},)")
+        out = None if self.end is None else np.empty(self.end, dtype=np.int64)
         blocks = self._produce(0, run, out)
         if progress is not None:
             blocks = _reported(blocks, progress)

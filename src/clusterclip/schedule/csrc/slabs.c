@@ -9,12 +9,10 @@
 /* Sorts `n` (key, payload) pairs by key, stably: one counting pass on the top bits of
  * the keys (a bucket holds a few pairs on average), then insertion inside each bucket;
  * or, where the keys bunch up (a bucket would hold over 256), LSD radix passes of 11
- * bits. `key`, `payload` hold the pairs and `key2`, `payload2` as much room again;
- * the sorted pairs end in key2, payload2. Returns 0, or -1 out of memory. */
-static int sort_pairs(int64_t n, uint64_t *key, uint64_t *payload, uint64_t *key2,
-                      uint64_t *payload2) {
-    uint64_t top = 0;
-    for (int64_t i = 0; i < n; i++) top = key[i] > top ? key[i] : top;
+ * bits. A pair is two adjacent words (key, payload), so each move writes one place, not
+ * two. `pairs` holds them and `pairs2` as much room again; the sorted pairs end in
+ * pairs2. `top`: the largest key. Returns 0, or -1 out of memory. */
+static int sort_pairs(int64_t n, uint64_t *pairs, uint64_t *pairs2, uint64_t top) {
     int bits = 0;
     while (bits < 64 && (top >> bits) != 0) bits++;
     int bucket_bits = 0;
@@ -23,15 +21,15 @@ static int sort_pairs(int64_t n, uint64_t *key, uint64_t *payload, uint64_t *key
     const int64_t buckets = (int64_t)1 << bucket_bits;
     int64_t *start = calloc((size_t)(buckets > 2048 ? buckets : 2048) + 1, sizeof(int64_t));
     if (start == NULL) return -1;
-    for (int64_t i = 0; i < n; i++) start[(key[i] >> shift) + 1]++;
+    for (int64_t i = 0; i < n; i++) start[(pairs[2 * i] >> shift) + 1]++;
     int64_t crowded = 0; /* the most pairs in one bucket: insertion is quadratic in it */
     for (int64_t b = 1; b <= buckets; b++) crowded = start[b] > crowded ? start[b] : crowded;
     if (crowded > 256) {
         int64_t *count = start;
-        int odd = 0;
-        for (int pass = 0; pass == 0 || (pass < 64 && (top >> pass) != 0); pass += 11, odd ^= 1) {
+        uint64_t *from = pairs, *to = pairs2;
+        for (int pass = 0; pass == 0 || (pass < 64 && (top >> pass) != 0); pass += 11) {
             for (int k = 0; k < 2048; k++) count[k] = 0;
-            for (int64_t i = 0; i < n; i++) count[(key[i] >> pass) & 2047]++;
+            for (int64_t i = 0; i < n; i++) count[(from[2 * i] >> pass) & 2047]++;
             int64_t total = 0;
             for (int k = 0; k < 2048; k++) {
                 const int64_t c = count[k];
@@ -39,41 +37,34 @@ static int sort_pairs(int64_t n, uint64_t *key, uint64_t *payload, uint64_t *key
                 total += c;
             }
             for (int64_t i = 0; i < n; i++) {
-                const int64_t to = count[(key[i] >> pass) & 2047]++;
-                key2[to] = key[i];
-                payload2[to] = payload[i];
+                const int64_t at = count[(from[2 * i] >> pass) & 2047]++;
+                to[2 * at] = from[2 * i];
+                to[2 * at + 1] = from[2 * i + 1];
             }
-            uint64_t *swap = key;
-            key = key2;
-            key2 = swap;
-            swap = payload;
-            payload = payload2;
-            payload2 = swap;
+            uint64_t *swap = from;
+            from = to;
+            to = swap;
         }
-        if (!odd) { /* an even number of passes: the pairs are back in the first buffers */
-            for (int64_t i = 0; i < n; i++) {
-                key2[i] = key[i];
-                payload2[i] = payload[i];
-            }
-        }
+        if (from != pairs2) /* an even number of passes: the pairs are back in `pairs` */
+            memcpy(pairs2, from, sizeof(uint64_t) * 2 * (size_t)n);
         free(start);
         return 0;
     }
     for (int64_t b = 0; b < buckets; b++) start[b + 1] += start[b];
     for (int64_t i = 0; i < n; i++) {
-        const int64_t to = start[key[i] >> shift]++;
-        key2[to] = key[i];
-        payload2[to] = payload[i];
+        const int64_t at = start[pairs[2 * i] >> shift]++;
+        pairs2[2 * at] = pairs[2 * i];
+        pairs2[2 * at + 1] = pairs[2 * i + 1];
     }
     for (int64_t i = 1; i < n; i++) { /* in place: each pair moves back past larger keys */
-        const uint64_t k = key2[i], p = payload2[i];
+        const uint64_t k = pairs2[2 * i], p = pairs2[2 * i + 1];
         int64_t j = i - 1;
-        for (; j >= 0 && key2[j] > k; j--) {
-            key2[j + 1] = key2[j];
-            payload2[j + 1] = payload2[j];
+        for (; j >= 0 && pairs2[2 * j] > k; j--) {
+            pairs2[2 * j + 2] = pairs2[2 * j];
+            pairs2[2 * j + 3] = pairs2[2 * j + 1];
         }
-        key2[j + 1] = k;
-        payload2[j + 1] = p;
+        pairs2[2 * j + 2] = k;
+        pairs2[2 * j + 3] = p;
     }
     free(start);
     return 0;
@@ -84,11 +75,12 @@ static int sort_pairs(int64_t n, uint64_t *key, uint64_t *payload, uint64_t *key
  * (int64)((j + phi) / n_k * 2**40) - offset: the groups, draw numbers and whether
  * each is its cluster's last draw, in order. Each draw is sorted with what it puts out
  * (group, draw number and last flag packed in 64 bits where they fit, else its
- * cluster-major position), so the output is read in order, not gathered; the output
- * arrays are the sort's second buffers. Returns 0, or -1 out of memory. */
+ * cluster-major position), so the output is read in order, not gathered. The sorted
+ * pairs land in `out` (2 n words: the groups' n, then the draw numbers'), which is
+ * then unpacked in place. Returns 0, or -1 out of memory. */
 static int slab(int64_t m, const int64_t *span, const int64_t *low, const double *phi,
                 const int64_t *n_k, const int64_t *groups, int64_t offset, int64_t n,
-                int64_t *out_groups, int64_t *out_draws, uint8_t *out_last) {
+                int64_t *out, uint8_t *out_last) {
     uint64_t every_group = 0, every_draw = 0;
     for (int64_t c = 0; c < m; c++) {
         every_group |= (uint64_t)groups[c];
@@ -98,59 +90,66 @@ static int slab(int64_t m, const int64_t *span, const int64_t *low, const double
     while (group_bits < 64 && (every_group >> group_bits) != 0) group_bits++;
     while (draw_bits < 64 && (every_draw >> draw_bits) != 0) draw_bits++;
     const int packed = group_bits + draw_bits + 1 <= 64; /* (group, draw, last) in a word */
-    uint64_t *key = malloc(sizeof(uint64_t) * (size_t)(2 * n + 1)), *payload = key + n;
+    uint64_t *pairs = malloc(sizeof(uint64_t) * (size_t)(2 * n + 1));
     int64_t *first = packed ? NULL : malloc(sizeof(int64_t) * (size_t)(m + 1));
     uint32_t *owner = packed ? NULL : malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    if (key == NULL || (!packed && (first == NULL || owner == NULL))) {
-        free(key);
+    if (pairs == NULL || (!packed && (first == NULL || owner == NULL))) {
+        free(pairs);
         free(first);
         free(owner);
         return -1;
     }
     int64_t p = 0;
+    uint64_t top = 0;
     for (int64_t c = 0; c < m; c++) {
         const uint64_t group = (uint64_t)groups[c] << (draw_bits + 1);
         for (int64_t t = 0; t < span[c]; t++, p++) {
             const int64_t draw = low[c] + t;
             double tau = ((double)draw + phi[c]) / (double)n_k[c];
             tau *= 1099511627776.0; /* 2**40 */
-            key[p] = (uint64_t)((int64_t)tau - offset);
+            const uint64_t key = (uint64_t)((int64_t)tau - offset);
+            pairs[2 * p] = key;
+            top = key > top ? key : top;
             if (packed)
-                payload[p] = group | (uint64_t)draw << 1 | (uint64_t)(draw + 1 == n_k[c]);
+                pairs[2 * p + 1] = group | (uint64_t)draw << 1 | (uint64_t)(draw + 1 == n_k[c]);
             else {
-                payload[p] = (uint64_t)p;
+                pairs[2 * p + 1] = (uint64_t)p;
                 owner[p] = (uint32_t)c;
             }
         }
     }
-    uint64_t *sorted = (uint64_t *)out_draws; /* the payloads, in order */
-    const int failed = sort_pairs(n, key, payload, (uint64_t *)out_groups, sorted);
-    free(key);
-    if (failed) {
+    uint64_t *sorted = (uint64_t *)out; /* 2 n words: the sorted pairs */
+    if (sort_pairs(n, pairs, sorted, top)) {
+        free(pairs);
         free(first);
         free(owner);
         return -1;
     }
+    /* Unpacked in place: the draw numbers go to `pairs` first (free now), the groups to
+     * out[i], which pair i no longer needs once read (pair i is at 2 i and 2 i + 1). */
+    int64_t *draws = (int64_t *)pairs;
     if (packed) {
         const uint64_t draw_mask = ((uint64_t)1 << draw_bits) - 1;
         for (int64_t i = 0; i < n; i++) {
-            const uint64_t word = sorted[i];
-            out_groups[i] = (int64_t)(word >> (draw_bits + 1));
-            out_draws[i] = (int64_t)((word >> 1) & draw_mask);
+            const uint64_t word = sorted[2 * i + 1];
+            out[i] = (int64_t)(word >> (draw_bits + 1));
+            draws[i] = (int64_t)((word >> 1) & draw_mask);
             out_last[i] = (uint8_t)(word & 1);
         }
-        return 0;
+    } else {
+        first[0] = 0;
+        for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
+        for (int64_t i = 0; i < n; i++) {
+            const uint64_t q = sorted[2 * i + 1];
+            const uint32_t c = owner[q];
+            const int64_t draw = low[c] + ((int64_t)q - first[c]);
+            out[i] = groups[c];
+            draws[i] = draw;
+            out_last[i] = draw + 1 == n_k[c];
+        }
     }
-    first[0] = 0;
-    for (int64_t c = 0; c < m; c++) first[c + 1] = first[c] + span[c];
-    for (int64_t i = 0; i < n; i++) {
-        const uint64_t q = sorted[i];
-        const uint32_t c = owner[q];
-        const int64_t draw = low[c] + ((int64_t)q - first[c]);
-        out_groups[i] = groups[c];
-        out_draws[i] = draw;
-        out_last[i] = draw + 1 == n_k[c];
-    }
+    memcpy(out + n, draws, sizeof(int64_t) * (size_t)n);
+    free(pairs);
     free(first);
     free(owner);
     return 0;
@@ -165,9 +164,14 @@ PyObject *py_slab(PyObject *self, PyObject *args) {
         return NULL;
     int failed;
     const int64_t m = b[0].len / 8, n = b[5].len / 8;
+    if (b[6].len != b[5].len || (char *)b[6].buf != (char *)b[5].buf + b[5].len) {
+        for (int i = 0; i < 8; i++) PyBuffer_Release(&b[i]);
+        PyErr_SetString(PyExc_ValueError, "slab: the draw numbers must follow the groups");
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     failed = slab(m, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, (int64_t)offset, n,
-                  b[5].buf, b[6].buf, b[7].buf);
+                  b[5].buf, b[7].buf);
     Py_END_ALLOW_THREADS
     for (int i = 0; i < 8; i++) PyBuffer_Release(&b[i]);
     if (failed) return PyErr_NoMemory();
