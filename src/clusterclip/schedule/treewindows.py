@@ -33,7 +33,6 @@ Resuming at position ``p`` replays the chunks before the one holding ``p``
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -567,9 +566,9 @@ class TreeSource:
             n = limit - g0
             groups, draws, clips = groups[:n], draws[:n], clips[clips < n]
         into = None if out is None or out.size < groups.size else out[: groups.size]
-        lookup = functools.partial(self.prep.groups.lookup, groups, draws, out=into)
+        table = self.prep.groups
         if limit is not None and g0 + chunk.size >= limit:  # the last segment
-            return lookup(), groups, clips
+            return table.lookup(groups, draws, out=into), groups, clips
         # This segment's documents, then the next segment's choice (counts only; it
         # is pending, as after a seek). On the helper thread the two overlap (numpy
         # releases the GIL in both; a lookup never reads the counts). Whether that
@@ -577,7 +576,7 @@ class TreeSource:
         docs, self.pending = overlapped(
             helper(),
             self.ways,
-            lookup,
+            lambda: table.lookup(groups, draws, out=into),
             lambda: self._choose([], g0 + chunk.size, limit),
         )
         return docs, groups, clips
